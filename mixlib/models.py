@@ -230,6 +230,16 @@ class Encoder:
             text += f"［{self.requested} の代わりに同梱モデル］"
         return text
 
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: Any, *, name: str = "custom", source: str = "local", device: str | torch.device = "cpu") -> "Encoder":
+        """Wrap an already built model (e.g. a random-init ``BertModel(BertConfig(...))`` for tests
+        and benchmarks). The model is put in ``eval()`` mode, float32, on ``device``."""
+        family = _family_of(model.config, f"model {name!r}")
+        impl = getattr(model.config, "_attn_implementation", "eager")
+        if impl not in (None, "eager"):
+            model.set_attn_implementation("eager")
+        return _finish(model, tokenizer, family, name=name, source=source, requested=name, device=resolve_device(device))
+
     def __repr__(self) -> str:
         return f"Encoder(name={self.name!r}, source={self.source!r}, L={self.n_layers}, H={self.n_heads}, d={self.d_model}, device={self.device})"
 

