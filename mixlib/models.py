@@ -119,8 +119,20 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     return dev
 
 
-def hub_reachable(host: str = HUB_HOST, port: int = 443, timeout: float = PROBE_TIMEOUT) -> bool:
-    """True when a TCP connection to the hub opens within ``timeout`` seconds.
+def _hub_address() -> tuple[str, int]:
+    """Host and port of the hub: ``$HF_ENDPOINT`` when set, else huggingface.co:443."""
+    from urllib.parse import urlsplit
+
+    endpoint = os.environ.get("HF_ENDPOINT", "").strip()
+    if endpoint:
+        parts = urlsplit(endpoint)
+        if parts.hostname:
+            return parts.hostname, parts.port or (80 if parts.scheme == "http" else 443)
+    return HUB_HOST, 443
+
+
+def hub_reachable(host: str | None = None, port: int | None = None, timeout: float = PROBE_TIMEOUT) -> bool:
+    """True when a TCP connection to the hub (``$HF_ENDPOINT`` or huggingface.co) opens within ``timeout`` seconds.
 
     DNS resolution cannot be interrupted in Python, so the probe runs in a
     daemon thread and is abandoned after ``timeout``: the caller never waits
@@ -128,6 +140,9 @@ def hub_reachable(host: str = HUB_HOST, port: int = 443, timeout: float = PROBE_
     """
     if _env_offline():
         return False
+    default_host, default_port = _hub_address()
+    host = host or default_host
+    port = port or default_port
     result: list[bool] = []
 
     def probe() -> None:
@@ -447,7 +462,7 @@ def _load(name: str, *, fallback: bool, device: torch.device) -> Encoder:
     if _env_offline():
         reason = "HF_HUB_OFFLINE is set"
     elif not hub_reachable():
-        reason = f"{HUB_HOST} cannot be reached"
+        reason = f"{_hub_address()[0]} cannot be reached"
     else:
         try:
             model, tok, fam = _from_pretrained(name, local_only=False)

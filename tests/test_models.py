@@ -1,0 +1,268 @@
+"""Encoder loading: packaged model, local directories, the HF cache, the offline fallback.
+
+The fallback tests run ``load_encoder`` in a subprocess, because huggingface_hub
+reads its environment (HF_HUB_OFFLINE, HF_HUB_CACHE) once at import time. Where
+``unshare -n`` works (root, Linux) the subprocess runs in a network namespace
+with no network at all, which is the real "no network" case; the other tests
+make the hub unreachable through HF_ENDPOINT or a probe that never answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import mixlib
+from mixlib import models
+from mixlib.models import FAMILIES, PACKAGED_MODEL, Encoder, load_encoder, packaged_model_dir
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _run(code: str, *, env_extra: dict[str, str] | None = None, drop: tuple[str, ...] = (), prefix: list[str] | None = None,
+         timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(env_extra or {})
+    env["PYTHONPATH"] = str(REPO)
+    cmd = [*(prefix or []), sys.executable, "-c", textwrap.dedent(code)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    return proc, time.perf_counter() - t0
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode == 0
+
+
+# ---------------------------------------------------------------------------
+# the packaged model
+# ---------------------------------------------------------------------------
+
+
+def test_packaged_encoder_card(packaged_enc):
+    enc = packaged_enc
+    assert (enc.n_layers, enc.n_heads, enc.d_model, enc.d_head, enc.vocab_size) == (6, 12, 384, 32, 30522)
+    assert enc.source == "packaged" and enc.name == PACKAGED_MODEL
+    assert enc.describe() == "all-MiniLM-L6-v2（6層・12ヘッド・384次元）"
+    assert not enc.model.training
+    assert all(p.dtype == torch.float32 for p in enc.model.parameters())
+    assert enc.model.config._attn_implementation == "eager"
+    assert enc.tokenizer.convert_tokens_to_ids("[MASK]") == 103  # same uncased WordPiece vocabulary as bert-base
+
+
+def test_family_table_resolves_every_module(packaged_enc):
+    enc = packaged_enc
+    for layer in range(enc.n_layers):
+        for role in ("query", "key", "value", "attn_out"):
+            assert isinstance(enc.module(layer, role), torch.nn.Linear)
+        assert isinstance(enc.module(layer, "attn_norm"), torch.nn.LayerNorm)
+    assert enc.word_embeddings().shape == (30522, 384)
+    assert enc.position_embeddings().shape == (512, 384)
+
+
+def test_layer_and_head_out_of_range(packaged_enc):
+    with pytest.raises(ValueError, match="0..5"):
+        packaged_enc.layer(6)
+    with pytest.raises(ValueError, match="0..11"):
+        packaged_enc.check_head(12)
+    with pytest.raises(ValueError, match="unknown role"):
+        packaged_enc.module(0, "ffn")
+
+
+def test_packaged_embeddings_agree_with_the_model(packaged_enc):
+    """The module table points at the modules the forward pass really uses."""
+    enc = packaged_enc
+    batch = enc.tokenizer(["a quick test"], return_tensors="pt")
+    captured = {}
+    h = enc.module(0, "query").register_forward_hook(lambda m, i, o: captured.setdefault("x", i[0]))
+    try:
+        with torch.no_grad():
+            out = enc.model(**batch, output_hidden_states=True)
+    finally:
+        h.remove()
+    torch.testing.assert_close(captured["x"], out.hidden_states[0])
+
+
+def test_local_directory_and_random_roberta(tmp_path):
+    from conftest import make_random_encoder
+
+    enc = make_random_encoder(model_type="roberta", layers=1, heads=2, d=32)
+    assert enc.family is FAMILIES["roberta"] and enc.position_embeddings().shape[0] == 512
+    enc.model.save_pretrained(tmp_path / "tiny-roberta")
+    enc.tokenizer.save_pretrained(tmp_path / "tiny-roberta")
+    loaded = load_encoder(tmp_path / "tiny-roberta", device="cpu")
+    assert loaded.source == "local" and loaded.name == "tiny-roberta"
+    torch.testing.assert_close(loaded.word_embeddings(), enc.word_embeddings())
+
+
+def test_missing_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(OSError, match="no such directory"):
+        load_encoder(str(tmp_path / "nope" / "model"), device="cpu")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(OSError, match="no config.json"):
+        load_encoder(tmp_path / "empty", device="cpu")
+
+
+def test_unsupported_family_names_the_supported_ones(tmp_path):
+    from transformers import GPT2Config, GPT2Model
+
+    GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50)).save_pretrained(tmp_path / "gpt2-tiny")
+    with pytest.raises(ValueError, match=r"'gpt2'.*bert, electra, roberta"):
+        load_encoder(tmp_path / "gpt2-tiny", device="cpu")
+
+
+def test_device_auto_and_bad_device():
+    assert models.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            models.resolve_device("cuda")
+
+
+def test_empty_name_rejected(monkeypatch):
+    with pytest.raises(ValueError, match="name is empty"):
+        load_encoder("", device="cpu")
+
+
+def test_env_var_selects_the_model(monkeypatch):
+    monkeypatch.setenv("MIXLIB_MODEL", "all-MiniLM-L6-v2")
+    assert load_encoder(device="cpu").name == PACKAGED_MODEL
+
+
+# ---------------------------------------------------------------------------
+# the probe never hangs
+# ---------------------------------------------------------------------------
+
+
+def test_probe_gives_up_when_the_network_never_answers(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+
+    def black_hole(*args, **kwargs):
+        time.sleep(30)
+        raise OSError("never")
+
+    monkeypatch.setattr(socket, "create_connection", black_hole)
+    t0 = time.perf_counter()
+    assert models.hub_reachable(timeout=0.5) is False
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_probe_sees_a_local_listener(monkeypatch):
+    """Independent check that the probe can say yes: a listener on loopback."""
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(1)
+        port = srv.getsockname()[1]
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{port}")
+        assert models.hub_reachable(timeout=2.0) is True
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert models.hub_reachable() is False
+
+
+# ---------------------------------------------------------------------------
+# fallback and its refusal, in subprocesses with the network really gone
+# ---------------------------------------------------------------------------
+
+FALLBACK = """
+    import mixlib
+    enc = mixlib.load_encoder("bert-base-uncased", device="cpu")
+    print("SOURCE", enc.source, enc.name, enc.requested)
+    print("CAPTION", enc.describe())
+"""
+REFUSE = """
+    import mixlib
+    try:
+        mixlib.load_encoder("bert-base-uncased", fallback=False, device="cpu")
+    except OSError as e:
+        print("OSERROR", e)
+"""
+# an empty HF cache so a developer's cached bert-base-uncased doesn't change the outcome
+OFFLINE_ENV_DROP = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT", "MIXLIB_MODEL")
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param("no-network-namespace", id="unshare-n"),
+        pytest.param("refused-endpoint", id="endpoint-refused"),
+        pytest.param("hf-hub-offline", id="HF_HUB_OFFLINE"),
+    ],
+)
+def test_fallback_without_network_is_quick_and_says_so(how, tmp_path):
+    env = {"HF_HOME": str(tmp_path / "hf")}
+    prefix = None
+    if how == "no-network-namespace":
+        if not _unshare_works():
+            pytest.skip("unshare -n is not permitted here; the two other variants cover the fallback")
+        prefix = ["unshare", "-n"]
+    elif how == "refused-endpoint":
+        with socket.socket() as s:  # a port nobody listens on
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
+    else:
+        env["HF_HUB_OFFLINE"] = "1"
+    proc, secs = _run(FALLBACK, env_extra=env, drop=OFFLINE_ENV_DROP, prefix=prefix)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SOURCE packaged all-MiniLM-L6-v2 bert-base-uncased" in proc.stdout
+    assert "［bert-base-uncased の代わりに同梱モデル］" in proc.stdout
+    notices = [line for line in proc.stdout.splitlines() if line.startswith("[mixlib]")]
+    assert len(notices) == 1 and "bert-base-uncased" in notices[0] and PACKAGED_MODEL in notices[0]
+    assert secs < 10, f"falling back took {secs:.1f}s"
+
+    proc, secs = _run(REFUSE, env_extra=env, drop=OFFLINE_ENV_DROP, prefix=prefix)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "OSERROR Cannot load 'bert-base-uncased'" in proc.stdout
+    assert "huggingface-cli download" in proc.stdout and "all-MiniLM-L6-v2" in proc.stdout
+    assert secs < 10
+
+
+def test_hf_cache_is_used_without_network(tmp_path):
+    """A model in the Hugging Face cache layout loads offline with source 'cache'."""
+    hub = tmp_path / "hf" / "hub"
+    snap = hub / "models--mixlib-test--tiny-bert" / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    for f in packaged_model_dir().iterdir():
+        if f.is_file() and f.suffix in {".json", ".txt", ".safetensors"}:
+            (snap / f.name).symlink_to(f)
+    refs = hub / "models--mixlib-test--tiny-bert" / "refs"
+    refs.mkdir()
+    (refs / "main").write_text("0123abcd")
+    code = """
+        import mixlib
+        enc = mixlib.load_encoder("mixlib-test/tiny-bert", device="cpu")
+        print("SOURCE", enc.source, enc.name, enc.n_layers)
+    """
+    proc, secs = _run(code, env_extra={"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}, drop=OFFLINE_ENV_DROP)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SOURCE cache mixlib-test/tiny-bert 6" in proc.stdout
+    assert "[mixlib]" not in proc.stdout  # no fallback notice
+
+
+def test_from_model_rejects_decoders():
+    from transformers import BertConfig, BertModel
+
+    cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                     is_decoder=True)
+    with pytest.raises(ValueError, match="decoder"):
+        Encoder.from_model(BertModel(cfg), None, name="dec")
+
+
+def test_top_level_exports():
+    assert callable(mixlib.load_encoder) and "decompose" in dir(mixlib)
+    with pytest.raises(AttributeError):
+        mixlib.does_not_exist  # noqa: B018
