@@ -1,0 +1,304 @@
+"""Texts for the analyses: validated tokenisation, [MASK]ing, token categories.
+
+Analysis A (:mod:`mixlib.mixing`) feeds BERT with texts in which 12% of the
+ordinary tokens are replaced by ``[MASK]``, as in pre-training and as Kobayashi
+et al. did, and reports its numbers per token category (their Fig. 2):
+``[CLS]``, ``[SEP]``, ``[MASK]``, punctuation (``.`` and ``,``) and the rest.
+
+* :func:`tokenize` -- texts or sentence pairs -> a padded batch of tensors,
+  with clear errors for bad input and a warning when something is truncated.
+* :func:`mask_tokens` -- the same, with a deterministic 12% of each
+  sequence's ordinary tokens replaced by the mask token.
+* :func:`token_categories` -- the category of every token of a batch.
+
+Sentence pairs ``(a, b)`` become ``[CLS] a [SEP] b [SEP]`` with
+``token_type_ids`` 0 for the first segment and 1 for the second (for RoBERTa,
+``<s> a </s></s> b </s>``: its tokenizer's own pair format).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["PAD_CATEGORY", "PUNCTUATION", "tokenize", "mask_tokens", "token_categories", "category_names"]
+
+#: Category given to padding positions (never counted in any statistic).
+PAD_CATEGORY = "[PAD]"
+#: The punctuation category of the paper: the period and the comma.
+PUNCTUATION = (".", ",")
+#: Prefixes that subword vocabularies put in front of a word-initial piece.
+_WORD_PREFIXES = ("Ġ", "▁")
+
+
+def category_names() -> tuple[str, ...]:
+    """The five token categories in display order: ``[CLS]``, ``[SEP]``, ``[MASK]``, 句読点, その他."""
+    from .plots import CATEGORY_ORDER
+
+    return tuple(CATEGORY_ORDER)
+
+
+def _tokenizer_of(enc_or_tokenizer: Any) -> Any:
+    return getattr(enc_or_tokenizer, "tokenizer", enc_or_tokenizer)
+
+
+def _max_positions(enc_or_tokenizer: Any) -> int:
+    """The longest input the model accepts (512 for BERT-base)."""
+    n = getattr(enc_or_tokenizer, "max_positions", None)
+    if n is None:
+        n = getattr(_tokenizer_of(enc_or_tokenizer), "model_max_length", 512)
+    return int(min(int(n), 512)) if n else 512
+
+
+# ---------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------
+
+
+def _check_texts(texts: Any) -> tuple[list[Any], bool]:
+    """Validate ``texts``; return the list and whether it holds sentence pairs."""
+    if isinstance(texts, str):
+        texts = [texts]
+    if isinstance(texts, Mapping) or not isinstance(texts, Sequence) and not hasattr(texts, "__iter__"):
+        raise TypeError(
+            f"texts must be a list of strings or of (str, str) sentence pairs; got {type(texts).__name__}."
+        )
+    texts = list(texts)
+    if not texts:
+        raise ValueError("texts is empty; give at least one string (or one (str, str) sentence pair).")
+    first = texts[0]
+    pairs = isinstance(first, (tuple, list))
+    for i, item in enumerate(texts):
+        if pairs:
+            if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(s, str) for s in item)):
+                raise TypeError(
+                    f"texts[{i}] is {item!r} ({type(item).__name__}); texts[0] is a sentence pair, so every item "
+                    "must be a pair (str, str). Mixing single texts and pairs in one batch is not allowed."
+                )
+            if not item[0].strip() or not item[1].strip():
+                raise ValueError(f"texts[{i}] has an empty sentence; both sentences of a pair must contain text.")
+        else:
+            if not isinstance(item, str):
+                raise TypeError(
+                    f"texts[{i}] is a {type(item).__name__} ({item!r:.60}); every item must be a str "
+                    "(or every item a (str, str) sentence pair)."
+                )
+            if not item.strip():
+                raise ValueError(f"texts[{i}] is empty (or only whitespace); every text must contain something to tokenize.")
+    return texts, pairs
+
+
+def _check_max_length(max_length: Any, limit: int) -> int:
+    if not isinstance(max_length, (int, np.integer)) or isinstance(max_length, bool):
+        raise TypeError(f"max_length must be an int; got {type(max_length).__name__}.")
+    max_length = int(max_length)
+    if not 4 <= max_length <= limit:
+        raise ValueError(f"max_length={max_length} is out of range: the model accepts 4..{limit} tokens per sequence.")
+    return max_length
+
+
+# ---------------------------------------------------------------------------
+# tokenisation
+# ---------------------------------------------------------------------------
+
+
+def tokenize(enc: Any, texts: Any, *, max_length: int | None = None, return_special_tokens_mask: bool = False) -> dict[str, torch.Tensor]:
+    """Tokenise texts (or sentence pairs) into one padded batch.
+
+    Parameters
+    ----------
+    enc : Encoder or tokenizer
+        The encoder whose tokenizer is used.
+    texts : list of str, or list of (str, str)
+        One text per sequence, or one sentence pair per sequence
+        (``[CLS] a [SEP] b [SEP]``). A single ``str`` is treated as ``[str]``.
+    max_length : int, optional
+        Longest sequence in tokens, special tokens included. Default: what the
+        model accepts (512 for BERT). Longer input is truncated with a
+        :class:`UserWarning` that says how many texts were cut (pairs are cut
+        from the longer sentence first).
+    return_special_tokens_mask : bool, default False
+        Also return ``special_tokens_mask`` (1 at ``[CLS]``/``[SEP]``/padding).
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        ``input_ids`` and ``attention_mask`` ``(B, N)`` (int64), plus
+        ``token_type_ids`` when the tokenizer makes them; padded on the right to
+        the longest sequence.
+
+    Raises
+    ------
+    ValueError
+        ``texts`` is empty, an item is empty, or ``max_length`` is out of range.
+    TypeError
+        An item is not a str (or not a pair of str).
+
+    Examples
+    --------
+    >>> batch = tokenize(enc, ["The cat sat.", "A dog ran away."])
+    >>> batch["input_ids"].shape
+    torch.Size([2, 7])
+    """
+    tok = _tokenizer_of(enc)
+    texts, pairs = _check_texts(texts)
+    limit = _max_positions(enc)
+    max_length = limit if max_length is None else _check_max_length(max_length, limit)
+    args: tuple[Any, ...] = ([a for a, _ in texts], [b for _, b in texts]) if pairs else (texts,)
+
+    # lengths without truncation, to warn about what truncation removes
+    full = tok(*args, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+    lengths = [len(ids) for ids in full]
+    too_long = [i for i, n in enumerate(lengths) if n > max_length]
+    if too_long:
+        warnings.warn(
+            f"{len(too_long)} of {len(texts)} text(s) are longer than max_length={max_length} tokens "
+            f"(longest: {max(lengths)} tokens, e.g. texts[{too_long[0]}]) and were truncated to {max_length} tokens.",
+            UserWarning,
+            stacklevel=2,
+        )
+    out = tok(
+        *args,
+        add_special_tokens=True,
+        truncation="longest_first" if too_long else False,
+        max_length=max_length,
+        padding="longest",
+        return_tensors="pt",
+        return_special_tokens_mask=return_special_tokens_mask,
+        verbose=False,
+    )
+    keys = ["input_ids", "attention_mask", "token_type_ids"] + (["special_tokens_mask"] if return_special_tokens_mask else [])
+    return {k: out[k].long() for k in keys if k in out}
+
+
+def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_length: int = 128) -> dict[str, torch.Tensor]:
+    """Tokenise texts and replace a fixed share of each sequence's tokens by the mask token.
+
+    BERT is pre-trained on text where 15% of the tokens are selected and 80% of
+    those (12% of all) become ``[MASK]``; Kobayashi et al. feed it text masked
+    the same way. Here, in each sequence, ``max(1, round(rate * n))`` of its
+    ``n`` ordinary (non-special, non-padding) tokens are chosen uniformly
+    without replacement and replaced by ``tokenizer.mask_token_id``.
+
+    The choice for sequence ``i`` depends only on ``(seed, i)`` and the
+    sequence itself (``numpy.random.default_rng([seed, i])``): the same call
+    always masks the same tokens, whatever else is in the batch.
+
+    Parameters
+    ----------
+    enc : Encoder or tokenizer
+    texts : list of str, or list of (str, str)
+        Texts or sentence pairs (see :func:`tokenize`).
+    rate : float, default 0.12
+        Share of ordinary tokens to mask, in (0, 1).
+    seed : int, default 0
+    max_length : int, default 128
+        Longest sequence in tokens (the paper's setting); longer input is
+        truncated with a warning.
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        ``input_ids`` (with the masks), ``attention_mask``, ``token_type_ids``
+        (when the tokenizer makes them), each ``(B, N)``, and ``masked``, a
+        bool ``(B, N)`` tensor that is True where a token was replaced. The
+        dict can be passed to :func:`mixlib.decompose` as it is.
+
+    Raises
+    ------
+    ValueError
+        Bad ``rate``, ``max_length`` or texts (see :func:`tokenize`), or a
+        sequence with no ordinary token left to mask.
+
+    Examples
+    --------
+    >>> batch = mask_tokens(enc, ["The cat sat on the mat."] , rate=0.12, seed=0)
+    >>> int(batch["masked"].sum())
+    1
+    """
+    tok = _tokenizer_of(enc)
+    if isinstance(rate, bool) or not isinstance(rate, (float, int, np.floating, np.integer)) or not 0.0 < float(rate) < 1.0:
+        raise ValueError(f"rate={rate!r} is not allowed: give the share of tokens to mask as a float in (0, 1), e.g. 0.12.")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed={seed!r} is not allowed: give a non-negative int.")
+    mask_id = getattr(tok, "mask_token_id", None)
+    if mask_id is None:
+        raise ValueError(f"the tokenizer of {getattr(enc, 'name', type(tok).__name__)} has no mask token; mask_tokens needs one.")
+    batch = tokenize(enc, texts, max_length=max_length, return_special_tokens_mask=True)
+    special = batch.pop("special_tokens_mask").bool()
+    ids = batch["input_ids"].clone()
+    ordinary = batch["attention_mask"].bool() & ~special  # (B, N)
+    masked = torch.zeros_like(ordinary)
+    for i in range(ids.shape[0]):
+        candidates = torch.nonzero(ordinary[i]).flatten().numpy()
+        if candidates.size == 0:
+            raise ValueError(f"texts[{i}] has no ordinary token to mask (only special tokens after tokenization).")
+        k = max(1, math.floor(float(rate) * candidates.size + 0.5))
+        rng = np.random.default_rng([int(seed), i])
+        chosen = torch.from_numpy(np.sort(rng.choice(candidates, size=k, replace=False)))
+        ids[i, chosen] = int(mask_id)
+        masked[i, chosen] = True
+    batch["input_ids"] = ids
+    batch["masked"] = masked
+    return batch
+
+
+# ---------------------------------------------------------------------------
+# categories
+# ---------------------------------------------------------------------------
+
+
+def _punctuation_ids(tok: Any) -> set[int]:
+    unk = getattr(tok, "unk_token_id", None)
+    ids: set[int] = set()
+    for p in PUNCTUATION:
+        for prefix in ("", *_WORD_PREFIXES):
+            i = tok.convert_tokens_to_ids(prefix + p)
+            if i is not None and i != unk:
+                ids.add(int(i))
+    return ids
+
+
+def token_categories(enc: Any, input_ids: Any, attention_mask: Any = None) -> np.ndarray:
+    """The category of every token, as in Kobayashi et al.'s Fig. 2.
+
+    Parameters
+    ----------
+    enc : Encoder or tokenizer
+    input_ids : array-like of int, (B, N) or (N,)
+    attention_mask : array-like, same shape, optional
+        Positions where it is 0 get :data:`PAD_CATEGORY`. Without it, the
+        tokenizer's pad id marks padding.
+
+    Returns
+    -------
+    numpy.ndarray of str, same shape as ``input_ids``
+        ``"[CLS]"``, ``"[SEP]"``, ``"[MASK]"`` (the tokenizer's cls/sep/mask
+        tokens, whatever they are spelled, e.g. ``<s>`` for RoBERTa),
+        ``"句読点"`` (``.`` or ``,``, with or without a word-start marker),
+        ``"その他"`` (everything else, ``[UNK]`` included) or ``"[PAD]"``.
+    """
+    tok = _tokenizer_of(enc)
+    cls_name, sep_name, mask_name, punct_name, other_name = category_names()
+    ids = torch.as_tensor(np.asarray(input_ids) if not isinstance(input_ids, torch.Tensor) else input_ids).long().cpu()
+    if ids.dim() not in (1, 2):
+        raise ValueError(f"input_ids must have shape (B, N) or (N,); got {tuple(ids.shape)}.")
+    cats = np.full(tuple(ids.shape), other_name, dtype=object)
+    np_ids = ids.numpy()
+    cats[np.isin(np_ids, list(_punctuation_ids(tok)))] = punct_name
+    for tid, name in ((tok.cls_token_id, cls_name), (tok.sep_token_id, sep_name), (tok.mask_token_id, mask_name)):
+        if tid is not None:
+            cats[np_ids == int(tid)] = name
+    if attention_mask is not None:
+        am = torch.as_tensor(np.asarray(attention_mask) if not isinstance(attention_mask, torch.Tensor) else attention_mask).cpu().numpy()
+        if am.shape != np_ids.shape:
+            raise ValueError(f"attention_mask has shape {am.shape} but input_ids has {np_ids.shape}.")
+        cats[am == 0] = PAD_CATEGORY
+    elif tok.pad_token_id is not None:
+        cats[np_ids == int(tok.pad_token_id)] = PAD_CATEGORY
+    return cats.astype(str)

@@ -1,0 +1,840 @@
+"""Analysis A: how much each layer mixes context and how much it preserves the token.
+
+Kobayashi et al. (NLP2021; EMNLP 2021) split the output of the LayerNorm that
+follows the attention block of a post-LN Transformer layer, exactly and for
+every token j, into four vectors::
+
+    LN(y_j) = mix_j + keep_attn_j + keep_res_j + bias_j                     (1)
+
+    y_j       = x_j + sum_i f_j(x_i) + b_O        the LayerNorm's input
+    f_j(x_i)  = sum_h alpha^h_{j,i} (x_i W_V^h + b_V^h) W_O^h
+    g(z)      = (z - m(z)) / s(y_j) * gamma       LayerNorm applied to a part
+    mix_j       = g(sum_{i != j} f_j(x_i))        what attention brings from the others
+    keep_attn_j = g(f_j(x_j))                     what attention brings from j itself
+    keep_res_j  = g(x_j)                          what the residual connection keeps
+    bias_j      = g(b_O) + beta
+
+with m the mean over the d elements and s(y_j) the standard deviation of the
+real LayerNorm input (population variance plus the model's epsilon). Because g
+is linear in z once s(y_j) is fixed and sum(alpha) = 1, (1) holds without
+approximation. The paper's mixing ratio (AttnResLn-N) compares the norms::
+
+    ratio_j = ||mix_j|| / (||mix_j|| + ||keep_attn_j + keep_res_j||)
+
+How it is computed (fast and exact)
+-----------------------------------
+Forward hooks on the *unmodified* ``query``, ``key``, ``value``, ``attn_out``
+and ``attn_norm`` modules of each layer (found through
+:meth:`mixlib.Encoder.module`) capture what one ordinary forward pass computes
+anyway. Per layer, only the attention weights' diagonal alpha^h_{j,j} is
+needed beyond that:
+
+* ``f_j(x_j) = sum_h alpha^h_{j,j} v^h_j W_O^h`` -- one (B*N, D) x (D, D) product;
+* ``sum_{i != j} f_j(x_i) = (attention output - b_O) - f_j(x_j)``.
+
+The n x n x d tensor of all f_j(x_i) is never built; memory per layer is
+O(B*N*D) plus the (B, H, N, N) attention weights the model itself holds.
+
+Every call checks itself on every layer: the attention weights recomputed from
+the hooked Q and K must reproduce the model's own attention output (the input
+of ``attn_out``), and mix + keep_attn + keep_res + bias must reproduce the
+model's own LayerNorm output, both within ``atol`` (1e-4); otherwise a
+:class:`RuntimeError` names the layer and the error.
+
+Padding
+-------
+Positions where ``attention_mask`` is 0 hold NaN in every per-token field
+(norms, ratios, vectors), so any statistic that forgets to exclude them shows
+NaN instead of a silently wrong number. :func:`mixing_table` and
+:func:`mixing_summary` exclude them.
+
+Units
+-----
+Fields of :class:`Mixing` hold ratios as fractions in [0, 1]. The tables
+(:func:`mixing_table`, :func:`mixing_summary`) print ratios in percent by
+default, as the paper's figures and Table 1 do.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "Mixing",
+    "decompose",
+    "mixing_table",
+    "mixing_summary",
+    "decompose_layer",
+    "RATIO_METRICS",
+    "NORM_METRICS",
+    "METRICS",
+    "SUMMARY_ROWS",
+    "OVERALL",
+]
+
+#: Per-token ratio fields of :class:`Mixing` (fractions in [0, 1]) and their names in the paper.
+RATIO_METRICS: dict[str, str] = {
+    "ratio": "AttnResLn-N",
+    "attnres_n": "AttnRes-N",
+    "attn_n": "Attn-N",
+    "attnres_w": "AttnRes-W",
+    "attn_w": "Attn-W",
+}
+#: Per-token norm fields of :class:`Mixing` and what they measure.
+NORM_METRICS: dict[str, str] = {
+    "norm_mix": "||sum_{i!=j} f_j(x_i)||, attention mixes (Fig. 3)",
+    "norm_keep_attn": "||f_j(x_j)||, attention preserves (Fig. 4)",
+    "norm_res": "||x_j||, residual preserves (Fig. 5)",
+    "norm_keep": "||f_j(x_j) + x_j||, attention + residual preserve",
+    "norm_mix_ln": "||mix_j|| = ||g(sum_{i!=j} f_j(x_i))||",
+    "norm_keep_attn_ln": "||keep_attn_j|| = ||g(f_j(x_j))||",
+    "norm_res_ln": "||keep_res_j|| = ||g(x_j)||, residual after LN (Fig. 7)",
+    "norm_keep_ln": "||keep_attn_j + keep_res_j||",
+}
+#: Every per-token (L, B, N) field that :func:`mixing_table` accepts as ``metric``.
+METRICS: tuple[str, ...] = (*RATIO_METRICS, *NORM_METRICS)
+#: Rows of :func:`mixing_summary`, in the order of the official Table 1.
+SUMMARY_ROWS: tuple[str, ...] = ("attn_w", "attn_n", "attnres_w", "attnres_n", "ratio")
+#: Column name of the all-tokens average in :func:`mixing_table`.
+OVERALL = "全体"
+#: Size above which ``vectors=None`` drops the four (L, B, N, D) vector fields.
+VECTOR_LIMIT_BYTES = 1 << 30
+#: Field names of the four vectors of eq. (1).
+VECTOR_FIELDS = ("mix", "keep_attn", "keep_res", "bias")
+#: Keys a tokenized batch may carry (the rest is refused, so that typos do not pass silently).
+BATCH_KEYS = ("input_ids", "attention_mask", "token_type_ids", "special_tokens_mask", "masked")
+
+
+# ---------------------------------------------------------------------------
+# result
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Mixing:
+    """Result of :func:`decompose`: the four vectors and their norms, per layer and token.
+
+    Shapes: ``L`` = analysed layers (``layers``), ``B`` = sequences, ``N`` =
+    tokens (padded), ``D`` = model dimension, ``H`` = heads. All tensors are
+    float32 on the CPU; padding positions hold NaN.
+
+    Attributes
+    ----------
+    layers : tuple of int
+        The model layers analysed (0-based), one per row of the ``L`` axis.
+    input_ids, attention_mask : torch.Tensor, (B, N)
+    categories : numpy.ndarray of str, (B, N)
+        ``[CLS]``, ``[SEP]``, ``[MASK]``, 句読点, その他, or ``[PAD]``
+        (see :func:`mixlib.token_categories`).
+    ratio : torch.Tensor, (L, B, N)
+        AttnResLn-N, the paper's mixing ratio
+        ``||mix|| / (||mix|| + ||keep_attn + keep_res||)``.
+    attnres_n : torch.Tensor, (L, B, N)
+        AttnRes-N, the same before LayerNorm:
+        ``||sum_{i!=j} f|| / (||sum_{i!=j} f|| + ||f_j(x_j) + x_j||)``.
+    attn_n : torch.Tensor, (L, B, N)
+        Attn-N, attention alone: ``||sum_{i!=j} f|| / (||sum_{i!=j} f|| + ||f_j(x_j)||)``.
+    attn_w : torch.Tensor, (L, B, N)
+        Attn-W, the weight baseline ``1 - mean_h alpha^h_{j,j}``.
+    attnres_w : torch.Tensor, (L, B, N)
+        AttnRes-W = Attn-W / 2 (residual counted as a second, equal weight).
+    norm_mix, norm_keep_attn, norm_res, norm_keep : torch.Tensor, (L, B, N)
+        ``||sum_{i!=j} f_j(x_i)||``, ``||f_j(x_j)||``, ``||x_j||`` and
+        ``||f_j(x_j) + x_j||`` (before LayerNorm; no b_O).
+    norm_mix_ln, norm_keep_attn_ln, norm_res_ln, norm_keep_ln : torch.Tensor, (L, B, N)
+        ``||mix||``, ``||keep_attn||``, ``||keep_res|| = ||g(x_j)||`` and
+        ``||keep_attn + keep_res||`` (after LayerNorm).
+    alpha_self : torch.Tensor, (L, B, H, N)
+        The attention weight of every token on itself, alpha^h_{j,j}.
+    max_error : numpy.ndarray, (L,)
+        Largest |mix + keep_attn + keep_res + bias - LN output| over the real
+        tokens of each layer (the self-check; at most ``atol``).
+    max_attention_error : numpy.ndarray, (L,)
+        Largest |alpha V - the model's attention output| per layer (the check
+        that alpha recomputed from Q and K is the model's).
+    mix, keep_attn, keep_res, bias : torch.Tensor, (L, B, N, D), or None
+        The four vectors of the decomposition, or None when they were not
+        kept (``vectors=False``, or too large for ``vectors=None``).
+    token_strings : tuple of tuple of str
+        The real (non-padding) tokens of each sequence.
+    model_name : str
+    """
+
+    layers: tuple[int, ...]
+    input_ids: torch.Tensor  # (B, N)
+    attention_mask: torch.Tensor  # (B, N)
+    categories: np.ndarray  # (B, N)
+    ratio: torch.Tensor  # (L, B, N)
+    attnres_n: torch.Tensor  # (L, B, N)
+    attn_n: torch.Tensor  # (L, B, N)
+    attn_w: torch.Tensor  # (L, B, N)
+    attnres_w: torch.Tensor  # (L, B, N)
+    norm_mix: torch.Tensor  # (L, B, N)
+    norm_keep_attn: torch.Tensor  # (L, B, N)
+    norm_res: torch.Tensor  # (L, B, N)
+    norm_keep: torch.Tensor  # (L, B, N)
+    norm_mix_ln: torch.Tensor  # (L, B, N)
+    norm_keep_attn_ln: torch.Tensor  # (L, B, N)
+    norm_res_ln: torch.Tensor  # (L, B, N)
+    norm_keep_ln: torch.Tensor  # (L, B, N)
+    alpha_self: torch.Tensor  # (L, B, H, N)
+    max_error: np.ndarray  # (L,)
+    max_attention_error: np.ndarray  # (L,)
+    mix: torch.Tensor | None = field(default=None, repr=False)  # (L, B, N, D)
+    keep_attn: torch.Tensor | None = field(default=None, repr=False)  # (L, B, N, D)
+    keep_res: torch.Tensor | None = field(default=None, repr=False)  # (L, B, N, D)
+    bias: torch.Tensor | None = field(default=None, repr=False)  # (L, B, N, D)
+    token_strings: tuple[tuple[str, ...], ...] = field(default=(), repr=False)
+    model_name: str = ""
+
+    # -- sizes ------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        """Number of analysed layers (the ``L`` axis)."""
+        return len(self.layers)
+
+    @property
+    def n_sequences(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def n_tokens(self) -> int:
+        """Padded sequence length ``N``."""
+        return int(self.input_ids.shape[1])
+
+    @property
+    def has_vectors(self) -> bool:
+        """True when the four (L, B, N, D) vector fields were kept."""
+        return self.mix is not None
+
+    @property
+    def real(self) -> torch.Tensor:
+        """``(B, N)`` bool: True at real (non-padding) tokens."""
+        return self.attention_mask.bool()
+
+    # -- access -----------------------------------------------------------
+    def row(self, layer: int) -> int:
+        """Index on the ``L`` axis of model layer ``layer`` (0-based)."""
+        if layer not in self.layers:
+            raise ValueError(f"layer {layer!r} was not analysed; this result holds layers {list(self.layers)}.")
+        return self.layers.index(layer)
+
+    def tokens(self, b: int) -> list[str]:
+        """The token strings of sequence ``b`` (padding left out)."""
+        if not isinstance(b, (int, np.integer)) or not -self.n_sequences <= b < self.n_sequences:
+            raise IndexError(f"sequence {b!r} is out of range: this result holds {self.n_sequences} sequences.")
+        return list(self.token_strings[b])
+
+    def metric(self, name: str) -> torch.Tensor:
+        """A per-token ``(L, B, N)`` field by name (one of :data:`METRICS`)."""
+        if name not in METRICS:
+            raise ValueError(f"unknown metric {name!r}; expected one of {', '.join(METRICS)}.")
+        return getattr(self, name)
+
+    def reconstruct(self) -> torch.Tensor:
+        """``mix + keep_attn + keep_res + bias``, ``(L, B, N, D)``: the LayerNorm outputs."""
+        if not self.has_vectors:
+            raise ValueError("the vectors were not kept; call decompose(..., vectors=True).")
+        return self.mix + self.keep_attn + self.keep_res + self.bias
+
+    def to_frame(self, metrics: Iterable[str] = METRICS) -> Any:
+        """One row per (layer, sequence, real token): token, category and the chosen metrics.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``layer``, ``seq``, ``pos``, ``token``, ``category`` and one per metric.
+        """
+        import pandas as pd
+
+        metrics = list(metrics)
+        for m in metrics:
+            self.metric(m)
+        real = self.real.numpy()
+        b_idx, n_idx = np.nonzero(real)
+        toks = np.array([t for seq in self.token_strings for t in seq], dtype=object)
+        if toks.size != b_idx.size:  # token strings and mask disagree only for left-padded input
+            toks = np.array([""] * b_idx.size, dtype=object)
+        frames = []
+        for li, layer in enumerate(self.layers):
+            data = {"layer": layer, "seq": b_idx, "pos": n_idx, "token": toks, "category": self.categories[b_idx, n_idx]}
+            for m in metrics:
+                data[m] = self.metric(m)[li].numpy()[b_idx, n_idx]
+            frames.append(pd.DataFrame(data))
+        return pd.concat(frames, ignore_index=True)
+
+    def __repr__(self) -> str:
+        vec = "with vectors" if self.has_vectors else "norms only"
+        return (
+            f"Mixing(model={self.model_name!r}, layers={list(self.layers)}, sequences={self.n_sequences}, "
+            f"tokens={self.n_tokens}, {vec}, max_error={float(np.max(self.max_error)):.1e})"
+        )
+
+
+# ---------------------------------------------------------------------------
+# one layer (pure tensors)
+# ---------------------------------------------------------------------------
+
+
+def _norm(z: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.vector_norm(z, dim=-1)
+
+
+def decompose_layer(
+    x: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    context: torch.Tensor,
+    attn_out: torch.Tensor,
+    ln_in: torch.Tensor,
+    additive_mask: torch.Tensor,
+    w_o: torch.Tensor,
+    b_o: torch.Tensor | None,
+    gamma: torch.Tensor,
+    beta: torch.Tensor,
+    eps: float,
+    n_heads: int,
+    *,
+    keep_vectors: bool = True,
+) -> dict[str, torch.Tensor]:
+    """The decomposition of one layer from the tensors its forward pass produced.
+
+    Parameters
+    ----------
+    x : (B, N, D)
+        The layer's input (the residual stream).
+    q, k, v : (B, N, D)
+        Outputs of the query/key/value projections (biases included).
+    context : (B, N, D)
+        The attention output before ``W_O`` (the input of ``attn_out``).
+    attn_out : (B, N, D)
+        The output of ``attn_out`` (``context W_O^T + b_O``).
+    ln_in : (B, N, D)
+        The input of the LayerNorm, ``attn_out + x``.
+    additive_mask : (B, N)
+        0 for real keys, a large negative number for padding keys.
+    w_o : (D, D)
+        ``attn_out`` weight (``torch.nn.Linear`` layout, out x in).
+    b_o : (D,) or None
+    gamma, beta : (D,)
+        LayerNorm parameters; ``eps`` its epsilon.
+    n_heads : int
+    keep_vectors : bool
+        Return the four (B, N, D) vectors as well.
+
+    Returns
+    -------
+    dict of str to torch.Tensor
+        Every per-token field of :class:`Mixing` for this layer (``(B, N)``;
+        ``alpha_self`` ``(B, H, N)``), the vectors when asked, and
+        ``ln_reconstructed`` ``(B, N, D)`` plus ``context_recomputed``
+        ``(B, N, D)`` for the self-checks.
+    """
+    B, N, D = x.shape
+    H = n_heads
+    dh = D // H
+    # attention weights from the model's own Q and K
+    qh = q.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
+    kh = k.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
+    vh = v.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
+    scores = torch.matmul(qh, kh.transpose(-1, -2))  # (B, H, N, N)
+    scores.mul_(dh**-0.5).add_(additive_mask[:, None, None, :])
+    alpha = torch.softmax(scores, dim=-1)  # (B, H, N, N)
+    del scores
+    alpha_self = alpha.diagonal(dim1=-2, dim2=-1)  # (B, H, N)
+    context_ours = torch.matmul(alpha, vh).transpose(1, 2).reshape(B, N, D)  # (B, N, D)
+    del alpha
+
+    # f_j(x_j) = sum_h alpha^h_jj v^h_j W_O^h ; the rest of the attention output is the mixing part
+    self_ctx = (alpha_self.transpose(1, 2).unsqueeze(-1) * v.view(B, N, H, dh)).reshape(B, N, D)  # (B, N, D)
+    f_self = torch.matmul(self_ctx, w_o.t())  # (B, N, D)
+    del self_ctx
+    f_others = attn_out - f_self if b_o is None else attn_out - b_o - f_self  # (B, N, D)
+    keep_raw = f_self + x  # (B, N, D)
+
+    # g(z) = (z - m(z)) / s(y_j) * gamma, with s from the real LayerNorm input
+    inv_s = torch.rsqrt(ln_in.var(dim=-1, unbiased=False, keepdim=True) + eps)  # (B, N, 1)
+
+    def g(z: torch.Tensor) -> torch.Tensor:
+        return (z - z.mean(dim=-1, keepdim=True)).mul_(inv_s).mul_(gamma)
+
+    mix = g(f_others)  # (B, N, D)
+    keep_attn = g(f_self)  # (B, N, D)
+    keep_res = g(x)  # (B, N, D)
+    if b_o is None:
+        bias = beta.expand(B, N, D)
+    else:
+        bias = g(b_o.expand(B, N, D)).add_(beta)  # (B, N, D)
+    keep_ln = keep_attn + keep_res  # (B, N, D)
+
+    n_mix, n_keep_attn, n_res, n_keep = _norm(f_others), _norm(f_self), _norm(x), _norm(keep_raw)
+    n_mix_ln, n_keep_attn_ln, n_res_ln, n_keep_ln = _norm(mix), _norm(keep_attn), _norm(keep_res), _norm(keep_ln)
+    attn_w = 1.0 - alpha_self.mean(dim=1)  # (B, N)
+    out = {
+        "ratio": n_mix_ln / (n_mix_ln + n_keep_ln),
+        "attnres_n": n_mix / (n_mix + n_keep),
+        "attn_n": n_mix / (n_mix + n_keep_attn),
+        "attn_w": attn_w,
+        "attnres_w": attn_w / 2.0,
+        "norm_mix": n_mix,
+        "norm_keep_attn": n_keep_attn,
+        "norm_res": n_res,
+        "norm_keep": n_keep,
+        "norm_mix_ln": n_mix_ln,
+        "norm_keep_attn_ln": n_keep_attn_ln,
+        "norm_res_ln": n_res_ln,
+        "norm_keep_ln": n_keep_ln,
+        "alpha_self": alpha_self,
+        "ln_reconstructed": (keep_ln + mix).add_(bias),
+        "context_recomputed": context_ours,
+    }
+    if keep_vectors:
+        out.update(mix=mix, keep_attn=keep_attn, keep_res=keep_res, bias=bias)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# decompose
+# ---------------------------------------------------------------------------
+
+
+class _StopForward(Exception):
+    """Raised from the last needed hook: the rest of the forward pass is not needed."""
+
+
+_PER_TOKEN_FIELDS = METRICS
+
+
+def _check_layers(enc: Any, layers: Any) -> tuple[int, ...]:
+    if layers is None:
+        return tuple(range(enc.n_layers))
+    if isinstance(layers, (int, np.integer)) and not isinstance(layers, bool):
+        layers = [int(layers)]
+    if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
+        raise TypeError(f"layers must be None, an int or a list of ints (0..{enc.n_layers - 1}); got {layers!r}.")
+    layers = [int(x) if isinstance(x, np.integer) else x for x in layers]
+    if not layers:
+        raise ValueError(f"layers is empty; give None (all layers) or some of 0..{enc.n_layers - 1}.")
+    for layer in layers:
+        enc.check_layer(layer)
+    if len(set(layers)) != len(layers):
+        raise ValueError(f"layers={layers} has duplicates; give each layer once.")
+    return tuple(sorted(layers))
+
+
+def _as_tensor(value: Any, key: str) -> torch.Tensor:
+    try:
+        t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+    except Exception as err:  # noqa: BLE001
+        raise TypeError(f"batch[{key!r}] cannot be turned into a tensor ({type(value).__name__}).") from err
+    if t.dim() == 1:
+        t = t.unsqueeze(0)
+    if t.dim() != 2:
+        raise ValueError(f"batch[{key!r}] must have shape (B, N); got {tuple(t.shape)}.")
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        raise TypeError(f"batch[{key!r}] must hold integers; got {t.dtype}.")
+    return t.long().cpu()
+
+
+def _as_batch(enc: Any, batch: Any, max_length: int | None) -> dict[str, torch.Tensor]:
+    """Texts, pairs or a tokenized dict -> validated ``input_ids``/``attention_mask``/``token_type_ids`` on the CPU."""
+    if isinstance(batch, Mapping):
+        unknown = [k for k in batch if k not in BATCH_KEYS]
+        if unknown:
+            raise ValueError(f"batch has unexpected key(s) {unknown}; a tokenized batch may hold {', '.join(BATCH_KEYS)}.")
+        if "input_ids" not in batch:
+            raise ValueError("the tokenized batch has no 'input_ids'; pass the output of mixlib.mask_tokens / the tokenizer.")
+        ids = _as_tensor(batch["input_ids"], "input_ids")
+        out = {"input_ids": ids}
+        for key in ("attention_mask", "token_type_ids"):
+            if batch.get(key) is not None:
+                t = _as_tensor(batch[key], key)
+                if t.shape != ids.shape:
+                    raise ValueError(f"batch[{key!r}] has shape {tuple(t.shape)} but input_ids has {tuple(ids.shape)}.")
+                out[key] = t
+        if "attention_mask" not in out:
+            out["attention_mask"] = torch.ones_like(ids)
+        if ids.numel() == 0:
+            raise ValueError("the tokenized batch is empty; give at least one sequence with at least one token.")
+        if int(ids.min()) < 0 or int(ids.max()) >= enc.vocab_size:
+            raise ValueError(f"input_ids hold ids outside 0..{enc.vocab_size - 1}, the vocabulary of {enc.name}.")
+        if not bool(((out["attention_mask"] == 0) | (out["attention_mask"] == 1)).all()):
+            raise ValueError("attention_mask must hold only 0 (padding) and 1 (real token).")
+        if ids.shape[1] > enc.max_positions:
+            raise ValueError(f"sequences have {ids.shape[1]} tokens; {enc.name} accepts at most {enc.max_positions}.")
+        empty = torch.nonzero(out["attention_mask"].sum(1) == 0).flatten().tolist()
+        if empty:
+            raise ValueError(f"sequence(s) {empty[:5]} have no real token (attention_mask all 0).")
+        return out
+    from .data import tokenize
+
+    return tokenize(enc, batch, max_length=max_length)
+
+
+def _available_memory() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - psutil is optional
+        pass
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+def _decide_vectors(vectors: Any, L: int, B: int, N: int, D: int) -> bool:
+    size = 4 * L * B * N * D * 4  # four float32 (L, B, N, D) fields
+    if vectors is None:
+        if size <= VECTOR_LIMIT_BYTES:
+            return True
+        warnings.warn(
+            f"decompose: the four (L, B, N, D) vector fields would take {_gib(size)} "
+            f"(L={L}, B={B}, N={N}, D={D}); keeping only norms and ratios. "
+            "Pass vectors=True to keep them anyway, or fewer texts/layers.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return False
+    if vectors is False:
+        return False
+    if vectors is True:
+        avail = _available_memory()
+        if avail is not None and size > 0.8 * avail:
+            raise MemoryError(
+                f"decompose(vectors=True) would need {_gib(size)} for the four (L, B, N, D) vector fields "
+                f"(L={L}, B={B}, N={N}, D={D}) but only {_gib(avail)} of memory is available. "
+                "Use vectors=False (norms and ratios only), fewer texts, or layers=[...]."
+            )
+        return True
+    raise TypeError(f"vectors must be None (automatic), True or False; got {vectors!r}.")
+
+
+def _progress(total: int, n_chunks: int, progress: Any, desc: str) -> Any:
+    show = n_chunks > 1 if progress is None else bool(progress)
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="seq")
+
+
+def _first(args: tuple, kwargs: dict, name: str = "input") -> torch.Tensor:
+    return args[0] if args else kwargs[name]
+
+
+def decompose(
+    enc: Any,
+    batch: Any,
+    *,
+    layers: Any = None,
+    batch_size: int = 32,
+    vectors: bool | None = None,
+    progress: bool | None = None,
+    max_length: int | None = None,
+    atol: float = 1e-4,
+) -> Mixing:
+    """Split each attention block's LayerNorm output into mix / keep_attn / keep_res / bias.
+
+    Parameters
+    ----------
+    enc : mixlib.Encoder
+        A post-LN BERT-family encoder (:func:`mixlib.load_encoder`). Runs on
+        ``enc.device``; results come back on the CPU.
+    batch : list of str, list of (str, str), or dict of tensors
+        Texts, sentence pairs (``[CLS] a [SEP] b [SEP]``), or a tokenized
+        batch such as the output of :func:`mixlib.mask_tokens` (keys
+        ``input_ids``, optional ``attention_mask`` and ``token_type_ids``).
+    layers : int or list of int, optional
+        Layers to analyse, 0-based; default all. The forward pass stops after
+        the last one needed.
+    batch_size : int, default 32
+        Sequences per forward pass. Many texts are processed in chunks, each
+        padded only as far as its own longest sequence; results are padded to
+        the longest sequence overall.
+    vectors : bool or None, default None
+        Keep the four ``(L, B, N, D)`` vector fields? ``None``: when they take
+        at most 1 GiB (otherwise one warning, norms and ratios only). ``True``:
+        always (``MemoryError`` when they would not fit in memory). ``False``:
+        never.
+    progress : bool or None, default None
+        ``tqdm`` progress bar; ``None`` shows one when there is more than one chunk.
+    max_length : int, optional
+        For texts: longest sequence in tokens (default: the model's limit,
+        512); longer texts are truncated with a warning.
+    atol : float, default 1e-4
+        Tolerance of the self-checks.
+
+    Returns
+    -------
+    Mixing
+
+    Raises
+    ------
+    RuntimeError
+        The decomposition does not reproduce the model's own LayerNorm output
+        (or the recomputed attention its attention output) within ``atol`` on
+        some layer; the message names the layer and the error.
+    ValueError, TypeError
+        Bad input: empty text list, a non-string item, a layer out of range,
+        a malformed tokenized batch.
+
+    Examples
+    --------
+    >>> enc = mixlib.load_encoder()
+    >>> m = mixlib.decompose(enc, mixlib.mask_tokens(enc, ["The cat sat on the mat."]))
+    >>> m.ratio.shape  # (L, B, N)
+    torch.Size([6, 1, 9])
+    >>> mixlib.mixing_table(m)  # layer x category, percent
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} is not allowed; give a positive int.")
+    layer_idx = _check_layers(enc, layers)
+    inputs = _as_batch(enc, batch, max_length)
+    ids, am = inputs["input_ids"], inputs["attention_mask"]
+    B, N = ids.shape
+    L, D, H = len(layer_idx), enc.d_model, enc.n_heads
+    keep_vectors = _decide_vectors(vectors, L, B, N, D)
+    real = am.bool()  # (B, N)
+
+    nan = float("nan")
+    stats = {name: torch.full((L, B, N), nan) for name in _PER_TOKEN_FIELDS}  # (L, B, N)
+    alpha_self = torch.full((L, B, H, N), nan)  # (L, B, H, N)
+    vecs = {name: torch.full((L, B, N, D), nan) for name in VECTOR_FIELDS} if keep_vectors else {}  # (L, B, N, D)
+    max_err = np.zeros(L)
+    max_ctx_err = np.zeros(L)
+
+    dev = enc.device
+    row_of = {layer: li for li, layer in enumerate(layer_idx)}
+    params = {}
+    for layer in layer_idx:
+        w_o, b_o = enc.projection(layer, "attn_out")
+        ln = enc.module(layer, "attn_norm")
+        params[layer] = (w_o, b_o, ln.weight.detach(), ln.bias.detach(), float(ln.eps))
+
+    bar = _progress(B, math.ceil(B / int(batch_size)), progress, f"decompose ({enc.name})")
+    state: dict[str, Any] = {}
+    try:
+        for b0 in range(0, B, int(batch_size)):
+            b1 = min(B, b0 + int(batch_size))
+            cols = torch.nonzero(am[b0:b1].any(0)).flatten()
+            n = int(cols.max()) + 1  # trailing all-padding columns are dropped for this chunk
+            chunk = {k: v[b0:b1, :n].to(dev) for k, v in inputs.items()}
+            chunk_real = real[b0:b1, :n]  # (b, n)
+            chunk_real_dev = chunk_real.to(dev)
+            additive = torch.zeros(chunk_real.shape, dtype=torch.float32, device=dev)
+            additive.masked_fill_(~chunk_real_dev, torch.finfo(torch.float32).min)  # (b, n)
+            state.clear()
+
+            def finish_layer(layer: int, ln_in: torch.Tensor, ln_out: torch.Tensor) -> None:
+                li = row_of[layer]
+                w_o, b_o, gamma, beta, eps = params[layer]
+                got = state.pop(layer)
+                res = decompose_layer(
+                    got["x"], got["q"], got["k"], got["v"], got["context"], got["attn_out"], ln_in,
+                    additive, w_o, b_o, gamma, beta, eps, H, keep_vectors=keep_vectors,
+                )
+                m = chunk_real_dev
+                err = float((res.pop("ln_reconstructed") - ln_out)[m].abs().max())
+                ctx_err = float((res.pop("context_recomputed") - got["context"])[m].abs().max())
+                if not ctx_err <= atol:
+                    raise RuntimeError(
+                        f"decompose: layer {layer}: attention weights recomputed from the model's Q and K do not "
+                        f"reproduce its attention output (max abs error {ctx_err:.3e} > atol={atol:g}). The model "
+                        "computes attention differently from standard BERT (is it in train mode with dropout? relative positions? "
+                        "a different scaling?); "
+                        "mixlib supports post-LN BERT-family encoders with standard scaled dot-product attention."
+                    )
+                if not err <= atol:
+                    raise RuntimeError(
+                        f"decompose: layer {layer}: mix + keep_attn + keep_res + bias differs from the model's own "
+                        f"LayerNorm output by {err:.3e} (max abs error > atol={atol:g}); the decomposition is not exact "
+                        "for this model."
+                    )
+                max_err[li] = max(max_err[li], err)
+                max_ctx_err[li] = max(max_ctx_err[li], ctx_err)
+                pad = ~chunk_real  # (b, n)
+                for name in _PER_TOKEN_FIELDS:
+                    stats[name][li, b0:b1, :n].copy_(res[name]).masked_fill_(pad, nan)
+                alpha_self[li, b0:b1, :, :n].copy_(res["alpha_self"]).masked_fill_(pad[:, None, :], nan)
+                for name in vecs:
+                    vecs[name][li, b0:b1, :n].copy_(res[name]).masked_fill_(pad[..., None], nan)
+                if layer == layer_idx[-1]:
+                    raise _StopForward
+
+            handles = []
+            try:
+                for layer in layer_idx:
+                    handles += _register(enc, layer, state, finish_layer)
+                with torch.no_grad():
+                    enc.model(**chunk)
+            except _StopForward:
+                pass
+            finally:
+                for h in handles:
+                    h.remove()
+                state.clear()
+            if bar is not None:
+                bar.update(b1 - b0)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    from .data import token_categories
+
+    tok = enc.tokenizer
+    token_strings = tuple(tuple(tok.convert_ids_to_tokens(ids[b][real[b]].tolist())) for b in range(B))
+    return Mixing(
+        layers=layer_idx,
+        input_ids=ids,
+        attention_mask=am,
+        categories=token_categories(enc, ids, am),
+        alpha_self=alpha_self,
+        max_error=max_err,
+        max_attention_error=max_ctx_err,
+        token_strings=token_strings,
+        model_name=enc.name,
+        **stats,
+        **vecs,
+    )
+
+
+def _register(enc: Any, layer: int, state: dict, finish: Any) -> list[Any]:
+    """Forward hooks on the unmodified modules of one layer; ``finish`` runs at its LayerNorm."""
+    slot = state.setdefault(layer, {})
+
+    def on_query(module, args, kwargs, output):
+        slot["x"] = _first(args, kwargs)
+        slot["q"] = output
+
+    def on_key(module, args, kwargs, output):
+        slot["k"] = output
+
+    def on_value(module, args, kwargs, output):
+        slot["v"] = output
+
+    def on_attn_out(module, args, kwargs, output):
+        slot["context"] = _first(args, kwargs)
+        slot["attn_out"] = output
+
+    def on_norm(module, args, kwargs, output):
+        missing = [k for k in ("x", "q", "k", "v", "context", "attn_out") if k not in slot]
+        if missing:
+            raise RuntimeError(f"decompose: layer {layer}: the forward pass did not go through {missing} before the LayerNorm.")
+        finish(layer, _first(args, kwargs), output)
+
+    hooks = {"query": on_query, "key": on_key, "value": on_value, "attn_out": on_attn_out, "attn_norm": on_norm}
+    return [enc.module(layer, role).register_forward_hook(fn, with_kwargs=True) for role, fn in hooks.items()]
+
+
+# ---------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------
+
+
+def _check_metric(metric: str) -> str:
+    if metric not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}; expected one of {', '.join(METRICS)}.")
+    return metric
+
+
+def mixing_table(mixing: Mixing, by: str = "category", metric: str = "ratio", *, percent: bool | None = None) -> Any:
+    """Per-layer averages by token category, computed as the official figure does.
+
+    For every sequence, the metric is averaged over its tokens of a category;
+    these per-sequence means are then averaged over the sequences that contain
+    the category (a sequence without ``[MASK]`` does not count for
+    ``[MASK]``). ``全体`` averages all real tokens the same way. Padding is
+    never counted.
+
+    Parameters
+    ----------
+    mixing : Mixing
+    by : {"category"}
+        Group tokens by their category (:func:`mixlib.token_categories`).
+    metric : str, default "ratio"
+        Any per-token field (:data:`METRICS`): ``ratio`` (AttnResLn-N),
+        ``attnres_n``, ``attn_n``, ``attn_w``, ``attnres_w`` or a norm.
+    percent : bool, optional
+        Multiply by 100. Default: True for the ratio metrics (the paper prints
+        percentages), False for norms.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``layer`` (0-based model layers), columns ``全体`` then
+        :data:`mixlib.plots.CATEGORY_ORDER`; NaN where no sequence has the category.
+    """
+    import pandas as pd
+
+    from .data import category_names
+
+    if by != "category":
+        raise ValueError(f"by={by!r} is not supported; use by='category'.")
+    _check_metric(metric)
+    if percent is None:
+        percent = metric in RATIO_METRICS
+    vals = mixing.metric(metric).double().numpy()  # (L, B, N)
+    real = mixing.real.numpy()  # (B, N)
+    cats = mixing.categories
+    groups = {OVERALL: real, **{c: (cats == c) & real for c in category_names()}}
+    table = {}
+    for name, sel in groups.items():
+        count = sel.sum(axis=1)  # (B,)
+        sums = np.where(sel[None], vals, 0.0).sum(axis=2)  # (L, B)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_seq = sums / count[None]  # (L, B); NaN where the category is absent
+        present = count > 0
+        table[name] = per_seq[:, present].mean(axis=1) if present.any() else np.full(len(mixing.layers), np.nan)
+    df = pd.DataFrame(table, index=pd.Index(list(mixing.layers), name="layer"))
+    df.columns.name = "category"
+    return df * 100.0 if percent else df
+
+
+def mixing_summary(mixing: Mixing, *, percent: bool = True) -> Any:
+    """Mean, max and min of each mixing-ratio variant over all real tokens and layers (official Table 1).
+
+    Parameters
+    ----------
+    mixing : Mixing
+    percent : bool, default True
+        Report percentages, as Table 1 does; False gives fractions.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index: Attn-W, Attn-N, AttnRes-W, AttnRes-N, AttnResLn-N (``variant``);
+        columns ``mean``, ``max``, ``min``. Pooled means every real token of
+        every analysed layer counts once.
+    """
+    import pandas as pd
+
+    real = mixing.real
+    rows = {}
+    for name in SUMMARY_ROWS:
+        v = mixing.metric(name)[:, real].double()  # (L, T) real tokens only
+        rows[RATIO_METRICS[name]] = {"mean": float(v.mean()), "max": float(v.max()), "min": float(v.min())}
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.index.name = "variant"
+    return df * 100.0 if percent else df
