@@ -1,0 +1,237 @@
+"""The one on-disk cache of mixlib: numpy arrays in ``.npz`` files, keyed by JSON.
+
+Layout
+------
+Everything lives in one directory, :func:`cache_dir`: ``$MIXLIB_CACHE`` when set,
+else the user cache directory of ``platformdirs`` (e.g. ``~/.cache/mixlib`` on
+Linux). A computation is described by a *key*, a JSON-serialisable dict
+(model name, a hash of the weights it used, its parameters, library
+versions ...). The file name is ``<kind>-<sha256 of the key>[:24].npz``; the key
+itself is stored inside the file as a JSON string and compared on reading, so a
+file that belongs to another computation is never used.
+
+Safety
+------
+* Files are written atomically: to a temporary file in the same directory,
+  flushed and fsync'ed, then moved into place with :func:`os.replace`. A crash
+  leaves either the old file or the new one, never half a file.
+* Only ``.npz`` with plain numeric/string arrays; reading uses
+  ``np.load(allow_pickle=False)``. Nothing is unpickled, ever.
+* A file that cannot be read (truncated, not a zip, missing arrays, wrong shape
+  or dtype, a different key) is reported with a :class:`CacheWarning` and treated
+  as absent, so the caller recomputes and overwrites it.
+
+The pair :func:`write_arrays` / :func:`read_arrays` is the only way mixlib
+touches the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+__all__ = [
+    "CacheWarning",
+    "cache_dir",
+    "cache_path",
+    "key_digest",
+    "array_digest",
+    "write_arrays",
+    "read_arrays",
+    "clear_cache",
+]
+
+_KEY_FIELD = "__key__"
+
+
+class CacheWarning(UserWarning):
+    """A cache file was unusable (corrupted, foreign or unwritable); the result is recomputed."""
+
+
+def cache_dir() -> Path:
+    """The cache directory: ``$MIXLIB_CACHE`` if set, else ``platformdirs.user_cache_dir("mixlib")``.
+
+    The directory is not created here; :func:`write_arrays` creates it when needed.
+    """
+    env = os.environ.get("MIXLIB_CACHE", "").strip()
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("mixlib", appauthor=False))
+
+
+def _canonical(key: Mapping[str, Any]) -> str:
+    try:
+        return json.dumps(dict(key), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    except TypeError as err:
+        raise TypeError(f"cache key must be JSON-serialisable (str, int, float, bool, None, lists, dicts): {err}") from None
+
+
+def key_digest(key: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``key``."""
+    return hashlib.sha256(_canonical(key).encode()).hexdigest()
+
+
+def array_digest(a: Any) -> str:
+    """SHA-256 (hex) of an array's dtype, shape and bytes (torch tensors are converted to numpy)."""
+    if hasattr(a, "detach"):
+        a = a.detach().cpu().numpy()
+    a = np.ascontiguousarray(a)
+    h = hashlib.sha256()
+    h.update(f"{a.dtype.str}|{a.shape}|".encode())
+    h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def _check_kind(kind: str) -> str:
+    if not kind or not all(c.isalnum() or c in "-_" for c in kind):
+        raise ValueError(f"cache kind {kind!r} must be non-empty and use only letters, digits, '-' and '_'.")
+    return kind
+
+
+def cache_path(kind: str, key: Mapping[str, Any]) -> Path:
+    """Where the result of computation ``key`` of type ``kind`` (e.g. ``"clusters"``) is stored."""
+    return cache_dir() / f"{_check_kind(kind)}-{key_digest(key)[:24]}.npz"
+
+
+def write_arrays(kind: str, key: Mapping[str, Any], arrays: Mapping[str, Any]) -> Path | None:
+    """Store ``arrays`` (name -> numpy array) for ``key``, atomically.
+
+    Parameters
+    ----------
+    kind : str
+        A short name for the kind of result (file-name prefix).
+    key : mapping
+        JSON-serialisable description of the computation (stored in the file).
+    arrays : mapping of str to array-like
+        Numeric or string arrays only (object arrays are refused: they would need pickle).
+
+    Returns
+    -------
+    pathlib.Path or None
+        The file written, or None when the directory is not writable (a
+        :class:`CacheWarning` says so; the caller's result is still valid).
+    """
+    if _KEY_FIELD in arrays:
+        raise ValueError(f"array name {_KEY_FIELD!r} is reserved for the cache key.")
+    payload: dict[str, np.ndarray] = {}
+    for name, a in arrays.items():
+        arr = np.asarray(a.detach().cpu().numpy() if hasattr(a, "detach") else a)
+        if arr.dtype.hasobject:
+            raise TypeError(f"array {name!r} has dtype object; the cache stores numeric and string arrays only (no pickle).")
+        payload[name] = arr
+    payload[_KEY_FIELD] = np.array(_canonical(key))
+    path = cache_path(kind, key)
+    tmp_name = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp_name, path)
+        tmp_name = None
+        return path
+    except OSError as err:
+        warnings.warn(f"mixlib could not write its cache file {path} ({err}); the result is not cached. "
+                      "Set MIXLIB_CACHE to a writable directory.", CacheWarning, stacklevel=2)
+        return None
+    finally:
+        if tmp_name is not None:
+            try:
+                os.unlink(tmp_name)
+            except OSError:
+                pass
+
+
+def read_arrays(
+    kind: str,
+    key: Mapping[str, Any],
+    expect: Mapping[str, tuple[tuple[int | None, ...], str]],
+    *,
+    check: Callable[[dict[str, np.ndarray]], str | None] | None = None,
+) -> dict[str, np.ndarray] | None:
+    """Load the arrays stored for ``key``, or None when there is no usable file.
+
+    Parameters
+    ----------
+    kind, key
+        As for :func:`write_arrays`.
+    expect : mapping
+        ``name -> (shape, kinds)``: every array that must be present, its shape
+        (``None`` entries match any length) and the allowed numpy dtype kinds
+        (e.g. ``"i"`` integers, ``"f"`` floats, ``"iu"`` any integer, ``"U"`` strings).
+    check : callable, optional
+        Extra validation of the loaded arrays; returns an error message or None.
+
+    Returns
+    -------
+    dict or None
+        None when the file does not exist (silently) or is unusable (with a
+        :class:`CacheWarning` naming the file and the problem).
+    """
+    path = cache_path(kind, key)
+    if not path.is_file():
+        return None
+
+    def bad(why: str) -> None:
+        warnings.warn(f"mixlib cache file {path} is unusable ({why}); recomputing and overwriting it.", CacheWarning, stacklevel=3)
+        return None
+
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            names = set(npz.files)
+            if _KEY_FIELD not in names:
+                return bad("it has no mixlib key: not a mixlib cache file")
+            stored = npz[_KEY_FIELD]
+            if stored.dtype.kind != "U" or stored.shape != ():
+                return bad("its key field is malformed")
+            try:
+                stored_key = json.loads(str(stored))
+            except json.JSONDecodeError:
+                return bad("its key field is not valid JSON")
+            if _canonical(stored_key) != _canonical(key):
+                return bad("it was written for a different computation (key mismatch)")
+            missing = [n for n in expect if n not in names]
+            if missing:
+                return bad(f"arrays {missing} are missing")
+            out = {n: npz[n] for n in expect}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as err:
+        return bad(f"{type(err).__name__}: {err}")
+    for n, (shape, kinds) in expect.items():
+        a = out[n]
+        if a.dtype.kind not in kinds:
+            return bad(f"array {n!r} has dtype {a.dtype}, expected kind {kinds!r}")
+        if len(a.shape) != len(shape) or any(s is not None and s != t for s, t in zip(shape, a.shape)):
+            return bad(f"array {n!r} has shape {a.shape}, expected {tuple('*' if s is None else s for s in shape)}")
+    if check is not None:
+        msg = check(out)
+        if msg:
+            return bad(msg)
+    return out
+
+
+def clear_cache(kind: str | None = None) -> int:
+    """Delete cached ``.npz`` files (all, or those of one ``kind``); returns how many were removed."""
+    d = cache_dir()
+    if not d.is_dir():
+        return 0
+    pattern = f"{_check_kind(kind)}-*.npz" if kind else "*.npz"
+    n = 0
+    for p in d.glob(pattern):
+        try:
+            p.unlink()
+            n += 1
+        except OSError:
+            pass
+    return n

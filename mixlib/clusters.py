@@ -1,0 +1,622 @@
+"""k-means clusters of the vocabulary and the norm stretch of each cluster (Maeda et al., 3.2 and 4).
+
+The word embeddings of all tokens are clustered with scikit-learn's
+:class:`~sklearn.cluster.KMeans` (:func:`cluster_vocab`, cached on disk); each
+token gets a *type* by fixed string rules (:func:`token_type`) and each cluster
+the majority type of its members. :func:`cluster_stretch` averages psi_qkv over
+each cluster in every head; :func:`top_clusters` and :func:`type_map` give the
+paper's Table 2 and Fig. 3, :func:`cluster_summary` its Table 3 and
+:func:`recluster_centroids` its upper-level clustering (appendix A).
+
+Token types are decided by rules, not by hand as in the paper, so counts differ
+from the paper's Table 3 (which labels whole clusters manually).
+
+Shapes: ``V`` vocabulary, ``D`` model dimension, ``K`` clusters, ``L`` layers,
+``H`` heads. Arrays are numpy, on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = [
+    "TYPES",
+    "VocabClusters",
+    "UpperClusters",
+    "token_type",
+    "cluster_vocab",
+    "find_cluster",
+    "cluster_summary",
+    "recluster_centroids",
+    "cluster_stretch",
+    "top_clusters",
+    "type_map",
+]
+
+#: Token types, in the order used for codes, tables and tie-breaking.
+TYPES: tuple[str, ...] = ("Words", "Subwords", "Symbols", "Numbers", "Special", "Tags")
+
+#: KMeans settings used by :func:`cluster_vocab` (part of the cache key).
+KMEANS_N_INIT = 1
+KMEANS_MAX_ITER = 300
+KMEANS_ALGORITHM = "lloyd"
+
+_UNUSED = re.compile(r"^\[unused\d+\]$")
+
+
+def _special_sets(tokenizer: Any) -> tuple[set[str], set[str]]:
+    """(tags, special) token strings of a tokenizer."""
+    tags: set[str] = set()
+    special: set[str] = set()
+    if tokenizer is not None:
+        for attr in ("cls_token", "sep_token", "mask_token", "unk_token", "bos_token", "eos_token"):
+            t = getattr(tokenizer, attr, None)
+            if isinstance(t, str) and t:
+                tags.add(t)
+        pad = getattr(tokenizer, "pad_token", None)
+        if isinstance(pad, str) and pad:
+            special.add(pad)
+    else:
+        tags = {"[CLS]", "[SEP]", "[MASK]", "[UNK]"}
+        special = {"[PAD]"}
+    special -= tags
+    return tags, special
+
+
+def token_type(token: str, tokenizer: Any = None) -> str:
+    """The type of one token string, by these rules, applied in order (first match wins):
+
+    1. **Tags** – the tokenizer's sentence/mask/unknown markers: its ``cls``,
+       ``sep``, ``mask``, ``unk`` (and ``bos``/``eos`` when it has them) tokens;
+       for BERT ``[CLS]``, ``[SEP]``, ``[MASK]``, ``[UNK]``. Without a tokenizer,
+       exactly those four strings.
+    2. **Special** – the padding token (``[PAD]``) and placeholders matching
+       ``[unused<digits>]`` exactly (``[unused0]`` ... ``[unused993]``).
+    3. **Subwords** – a WordPiece continuation: ``"##"`` followed by at least
+       one character, whatever those characters are (``##ing``, ``##9``,
+       ``##°``). The bare string ``"##"`` is not a subword (rule 5 applies).
+    4. **Numbers** – every character is a Unicode number (general category
+       ``Nd``, ``Nl`` or ``No``): ``1990``, ``7``, ``²``, ``½``. A digit mixed
+       with letters is not a number: ``1st``, ``1990s``, ``3d`` are Words.
+       CJK numerals such as ``三`` are letters (category ``Lo``) -> Words.
+    5. **Symbols** – every character is Unicode punctuation or a symbol
+       (categories ``P*`` or ``S*``): ``!``, ``##`` (two ``#``), ``$``, ``©``,
+       ``°``, ``→``.
+    6. **Words** – everything else (letters in any script, letter/digit mixes).
+
+    The empty string (and ``None``) is Special. The rules assume a WordPiece
+    vocabulary (BERT, ELECTRA); for byte-level BPE (RoBERTa) they are applied
+    to the raw token strings and the Subwords rule never fires.
+
+    Examples
+    --------
+    >>> [token_type(t) for t in ["the", "##ing", "##9", "1990", "1st", "!", "[PAD]", "[unused7]", "[CLS]"]]
+    ['Words', 'Subwords', 'Subwords', 'Numbers', 'Words', 'Symbols', 'Special', 'Special', 'Tags']
+    """
+    tags, special = _special_sets(tokenizer)
+    return _type_with(token, tags, special)
+
+
+def _type_with(token: str | None, tags: set[str], special: set[str]) -> str:
+    if not token:
+        return "Special"
+    if token in tags:
+        return "Tags"
+    if token in special or _UNUSED.match(token):
+        return "Special"
+    if token.startswith("##") and len(token) > 2:
+        return "Subwords"
+    cats = [unicodedata.category(c) for c in token]
+    if all(c[0] == "N" for c in cats):
+        return "Numbers"
+    if all(c[0] in "PS" for c in cats):
+        return "Symbols"
+    return "Words"
+
+
+@dataclass(frozen=True)
+class VocabClusters:
+    """k-means clusters of a model's word embeddings, with token and cluster types.
+
+    Attributes
+    ----------
+    model : str
+        Name of the encoder.
+    k, seed : int
+        Number of clusters and the KMeans ``random_state``.
+    labels : numpy.ndarray, int64, shape (V,)
+        Cluster of every token.
+    centroids : numpy.ndarray, float32, shape (K, D)
+    tokens : tuple of str, length V
+    token_types : numpy.ndarray of str, shape (V,)
+        Type of every token (:func:`token_type`).
+    cluster_types : numpy.ndarray of str, shape (K,)
+        Majority type of each cluster's members; ties go to the type listed
+        first in :data:`TYPES`.
+    sizes : numpy.ndarray, int64, shape (K,)
+        Members per cluster.
+    norms : numpy.ndarray, float32, shape (V,)
+        Euclidean norm of every word embedding.
+    distances : numpy.ndarray, float32, shape (V,)
+        Euclidean distance of every embedding to its cluster's centroid.
+    inertia : float
+        KMeans inertia (sum of squared distances).
+    n_iter : int
+        KMeans iterations run.
+    seconds : float
+        Time the k-means itself took when it was computed (0.0 when loaded
+        from the cache is reflected by :attr:`from_cache`).
+    from_cache : bool
+        True when loaded from the disk cache.
+    """
+
+    model: str
+    k: int
+    seed: int
+    labels: np.ndarray = field(repr=False)
+    centroids: np.ndarray = field(repr=False)
+    tokens: tuple[str, ...] = field(repr=False)
+    token_types: np.ndarray = field(repr=False)
+    cluster_types: np.ndarray = field(repr=False)
+    sizes: np.ndarray = field(repr=False)
+    norms: np.ndarray = field(repr=False)
+    distances: np.ndarray = field(repr=False)
+    inertia: float = 0.0
+    n_iter: int = 0
+    seconds: float = 0.0
+    from_cache: bool = False
+
+    def check_cluster(self, cluster: int) -> int:
+        if not isinstance(cluster, (int, np.integer)) or isinstance(cluster, bool) or not 0 <= int(cluster) < self.k:
+            raise ValueError(f"cluster={cluster!r} is out of range: there are clusters 0..{self.k - 1}.")
+        return int(cluster)
+
+    def members(self, cluster: int) -> np.ndarray:
+        """Token ids of one cluster, nearest to the centroid first."""
+        c = self.check_cluster(cluster)
+        ids = np.flatnonzero(self.labels == c)
+        return ids[np.argsort(self.distances[ids], kind="stable")]
+
+    def samples(self, cluster: int, n: int | None = 8) -> list[str]:
+        """Up to ``n`` member tokens of one cluster (all with ``None``), nearest to the centroid first."""
+        ids = self.members(cluster)
+        if n is not None:
+            ids = ids[: int(n)]
+        return [self.tokens[i] for i in ids]
+
+    def find(self, token: str) -> int:
+        """The cluster that holds ``token`` (see :func:`find_cluster`)."""
+        return find_cluster(self, token)
+
+    def table(self, clusters: Sequence[int], n: int = 8):
+        """A DataFrame (cluster, type, size, tokens) of the given clusters, like the paper's Table 1."""
+        import pandas as pd
+
+        rows = []
+        for c in clusters:
+            c = self.check_cluster(c)
+            rows.append({"cluster": c, "type": str(self.cluster_types[c]), "size": int(self.sizes[c]),
+                         "tokens": ", ".join(self.samples(c, n)) + (", ..." if self.sizes[c] > n else "")})
+        return pd.DataFrame(rows, columns=["cluster", "type", "size", "tokens"])
+
+
+def find_cluster(clusters: VocabClusters, token: str) -> int:
+    """The id of the cluster that holds the vocabulary entry ``token`` (exact string, e.g. ``"january"``, ``"##ing"``).
+
+    Raises
+    ------
+    KeyError
+        ``token`` is not in the vocabulary.
+    """
+    index = _token_index(clusters.tokens)
+    if token not in index:
+        raise KeyError(f"{token!r} is not in the vocabulary of {clusters.model} (vocabulary entries are case-sensitive "
+                       f"WordPiece strings, e.g. 'january', '##ing').")
+    return int(clusters.labels[index[token]])
+
+
+_INDEX_CACHE: dict[int, tuple[tuple[str, ...], dict[str, int]]] = {}
+
+
+def _token_index(tokens: tuple[str, ...]) -> dict[str, int]:
+    hit = _INDEX_CACHE.get(id(tokens))
+    if hit is not None and hit[0] is tokens:
+        return hit[1]
+    index: dict[str, int] = {}
+    for i, t in enumerate(tokens):
+        index.setdefault(t, i)
+    _INDEX_CACHE.clear()
+    _INDEX_CACHE[id(tokens)] = (tokens, index)
+    return index
+
+
+def _type_codes(tokens: Sequence[str], tokenizer: Any) -> np.ndarray:
+    tags, special = _special_sets(tokenizer)
+    return np.array([TYPES.index(_type_with(t, tags, special)) for t in tokens], dtype=np.int64)
+
+
+def _majority(labels: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
+    """Majority type code per cluster; ties -> the smallest code (first in TYPES)."""
+    counts = np.bincount(labels * len(TYPES) + codes, minlength=k * len(TYPES)).reshape(k, len(TYPES))  # (K, T)
+    return counts.argmax(axis=1)  # argmax returns the first maximum
+
+
+def _kmeans_key(enc_name: str, E: np.ndarray, k: int, seed: int, n_init: int, max_iter: int) -> dict[str, Any]:
+    import sklearn
+
+    from .cache import array_digest
+
+    return {
+        "what": "mixlib.cluster_vocab",
+        "format": 1,
+        "model": enc_name,
+        "embeddings_sha256": array_digest(E),
+        "k": int(k),
+        "seed": int(seed),
+        "n_init": int(n_init),
+        "max_iter": int(max_iter),
+        "algorithm": KMEANS_ALGORITHM,
+        "sklearn": sklearn.__version__,
+    }
+
+
+def cluster_vocab(
+    enc: Any,
+    k: int = 1000,
+    seed: int = 0,
+    *,
+    cache: bool = True,
+    n_init: int = KMEANS_N_INIT,
+    max_iter: int = KMEANS_MAX_ITER,
+    verbose: bool = False,
+) -> VocabClusters:
+    """k-means clustering of every word embedding of ``enc`` (the paper uses ``k=1000``).
+
+    Parameters
+    ----------
+    enc : Encoder
+    k : int, default 1000
+        Number of clusters, ``1 <= k <= V``.
+    seed : int, default 0
+        ``random_state`` of :class:`sklearn.cluster.KMeans`.
+    cache : bool, default True
+        Read/write the result in mixlib's disk cache (:mod:`mixlib.cache`;
+        directory ``$MIXLIB_CACHE`` or the user cache dir). The key is the
+        model name, a SHA-256 of the embedding matrix, ``k``, ``seed``, the
+        KMeans settings and the scikit-learn version, so changed weights or
+        settings never reuse a stale result. A corrupted or foreign file is
+        reported with a warning and recomputed.
+    n_init : int, default 1
+        KMeans initialisations (the best inertia is kept); see Notes.
+    max_iter : int, default 300
+        KMeans iteration limit per initialisation (scikit-learn's default).
+    verbose : bool, default False
+        Print one line with the k-means time (or that the cache was used).
+
+    Returns
+    -------
+    VocabClusters
+
+    Raises
+    ------
+    ValueError
+        ``k`` is not an integer in ``1..V``, or ``seed``, ``n_init``, ``max_iter``
+        are not (positive) integers.
+
+    Notes
+    -----
+    KMeans settings: ``algorithm="lloyd"``, ``n_init=1``, ``max_iter=300``,
+    ``random_state=seed`` (k-means++ initialisation). One initialisation
+    instead of several because each run over 30,522 x D vectors with 1,000
+    centres costs one to two minutes on two CPU cores and further restarts
+    changed the inertia by well under one percent in our checks; the result is
+    deterministic for a given seed, machine and thread count. On two shared
+    CPU cores the first computation for the packaged model (D=384) took about
+    two minutes (``benchmarks/bench_clusters.py``); a cached reload takes well
+    under a second.
+    """
+    V = enc.vocab_size
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
+        raise ValueError(f"k={k!r} must be an integer number of clusters in 1..{V}.")
+    if not 1 <= int(k) <= V:
+        raise ValueError(f"k={k} is out of range: {enc.name} has {V} word embeddings, so k must be in 1..{V}.")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise ValueError(f"seed={seed!r} must be an integer.")
+    for name, val in (("n_init", n_init), ("max_iter", max_iter)):
+        if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
+            raise ValueError(f"{name}={val!r} must be a positive integer.")
+    k, seed, n_init, max_iter = int(k), int(seed), int(n_init), int(max_iter)
+    E = np.ascontiguousarray(enc.word_embeddings().numpy(), dtype=np.float32)  # (V, D)
+    D = E.shape[1]
+    tokens = tuple(_vocab_strings(enc, V))
+
+    from . import cache as _cache
+
+    key = _kmeans_key(enc.name, E, k, seed, n_init, max_iter)
+    stored = None
+    if cache:
+        stored = _cache.read_arrays(
+            "clusters",
+            key,
+            {"labels": ((V,), "iu"), "centroids": ((k, D), "f"), "inertia": ((), "f"), "n_iter": ((), "iu"), "seconds": ((), "f")},
+            check=lambda a: None if a["labels"].size == 0 or (a["labels"].min() >= 0 and a["labels"].max() < k)
+            else "labels outside 0..k-1",
+        )
+    if stored is not None:
+        labels = stored["labels"].astype(np.int64)
+        centroids = stored["centroids"].astype(np.float32)
+        inertia, n_iter, seconds, hit = float(stored["inertia"]), int(stored["n_iter"]), float(stored["seconds"]), True
+        if verbose:
+            print(f"[mixlib] clusters of {enc.name} (k={k}, seed={seed}) loaded from {_cache.cache_path('clusters', key)}")
+    else:
+        from sklearn.cluster import KMeans
+
+        t0 = time.perf_counter()
+        km = KMeans(n_clusters=k, n_init=n_init, max_iter=max_iter, algorithm=KMEANS_ALGORITHM, random_state=seed)
+        km.fit(E)
+        seconds = time.perf_counter() - t0
+        labels = km.labels_.astype(np.int64)
+        centroids = km.cluster_centers_.astype(np.float32)
+        inertia, n_iter, hit = float(km.inertia_), int(km.n_iter_), False
+        if verbose:
+            print(f"[mixlib] k-means of {V} embeddings of {enc.name} into k={k} clusters: {seconds:.1f} s, {n_iter} iterations")
+        if cache:
+            _cache.write_arrays(
+                "clusters",
+                key,
+                {"labels": labels, "centroids": centroids, "inertia": np.float64(inertia), "n_iter": np.int64(n_iter),
+                 "seconds": np.float64(seconds)},
+            )
+    return _assemble(enc, E, tokens, labels, centroids, k=k, seed=seed, inertia=inertia, n_iter=n_iter, seconds=seconds, hit=hit)
+
+
+def _vocab_strings(enc: Any, V: int) -> list[str]:
+    tok = enc.tokenizer
+    n = min(V, len(tok))
+    toks = tok.convert_ids_to_tokens(list(range(n)))
+    toks = [t if t is not None else f"<id {i}>" for i, t in enumerate(toks)]
+    return toks + [f"<id {i}>" for i in range(n, V)]
+
+
+def _assemble(enc, E, tokens, labels, centroids, *, k, seed, inertia, n_iter, seconds, hit) -> VocabClusters:
+    codes = _type_codes(tokens, enc.tokenizer)  # (V,)
+    types = np.array(TYPES)
+    maj = _majority(labels, codes, k)  # (K,)
+    norms = np.linalg.norm(E, axis=1).astype(np.float32)  # (V,)
+    dist = np.linalg.norm(E - centroids[labels], axis=1).astype(np.float32)  # (V,)
+    return VocabClusters(
+        model=enc.name,
+        k=k,
+        seed=seed,
+        labels=labels,
+        centroids=centroids,
+        tokens=tokens,
+        token_types=types[codes],
+        cluster_types=types[maj],
+        sizes=np.bincount(labels, minlength=k).astype(np.int64),
+        norms=norms,
+        distances=dist,
+        inertia=inertia,
+        n_iter=n_iter,
+        seconds=seconds,
+        from_cache=hit,
+    )
+
+
+def cluster_summary(clusters: VocabClusters):
+    """The paper's Table 3: clusters and tokens per cluster type, with a Total row.
+
+    Every token is counted under the type of its *cluster* (majority type), as
+    in the paper, where whole clusters were labelled.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``type``, ``n_clusters``, ``n_tokens``, ``tokens_per_cluster``,
+        ``mean_norm`` (mean Euclidean norm of the member embeddings) and
+        ``mean_dist`` (mean Euclidean distance of the members to their own
+        centroid); one row per type in :data:`TYPES` order (types with no
+        cluster are kept with zeros/NaN) and a final ``Total`` row.
+    """
+    import pandas as pd
+
+    tok_cluster_type = clusters.cluster_types[clusters.labels]  # (V,)
+    rows = []
+    for t in TYPES:
+        sel = tok_cluster_type == t
+        nc = int((clusters.cluster_types == t).sum())
+        nt = int(sel.sum())
+        rows.append({
+            "type": t,
+            "n_clusters": nc,
+            "n_tokens": nt,
+            "tokens_per_cluster": nt / nc if nc else float("nan"),
+            "mean_norm": float(clusters.norms[sel].mean()) if nt else float("nan"),
+            "mean_dist": float(clusters.distances[sel].mean()) if nt else float("nan"),
+        })
+    V = len(clusters.labels)
+    rows.append({
+        "type": "Total",
+        "n_clusters": clusters.k,
+        "n_tokens": V,
+        "tokens_per_cluster": V / clusters.k,
+        "mean_norm": float(clusters.norms.mean()),
+        "mean_dist": float(clusters.distances.mean()),
+    })
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class UpperClusters:
+    """Upper-level k-means of the cluster centroids (paper appendix A).
+
+    Attributes
+    ----------
+    labels : numpy.ndarray, int64, shape (K,)
+        Upper cluster of every (lower) cluster.
+    centroids : numpy.ndarray, float32, shape (k, D)
+    table : pandas.DataFrame
+        Rows = upper clusters, columns = :data:`TYPES`: how many lower clusters
+        of each majority type every upper cluster holds, plus ``n_clusters``,
+        ``n_tokens`` and ``main_type`` (its most frequent type).
+    """
+
+    labels: np.ndarray = field(repr=False)
+    centroids: np.ndarray = field(repr=False)
+    table: Any = field(repr=False)
+    k: int = 7
+    seed: int = 0
+
+
+def recluster_centroids(clusters: VocabClusters, k: int = 7, seed: int = 0) -> UpperClusters:
+    """Cluster the ``K`` centroids again into ``k`` upper clusters (KMeans, ``n_init=10``).
+
+    Raises
+    ------
+    ValueError
+        ``k`` is not an integer in ``1..K``.
+    """
+    import pandas as pd
+    from sklearn.cluster import KMeans
+
+    K = clusters.k
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or not 1 <= int(k) <= K:
+        raise ValueError(f"k={k!r} is out of range: there are {K} centroids to cluster, so k must be an integer in 1..{K}.")
+    km = KMeans(n_clusters=int(k), n_init=10, random_state=int(seed)).fit(clusters.centroids)
+    up = km.labels_.astype(np.int64)  # (K,)
+    codes = np.array([TYPES.index(t) for t in clusters.cluster_types], dtype=np.int64)
+    counts = np.bincount(up * len(TYPES) + codes, minlength=int(k) * len(TYPES)).reshape(int(k), len(TYPES))
+    table = pd.DataFrame(counts, columns=list(TYPES))
+    table.index.name = "upper"
+    table["n_clusters"] = counts.sum(axis=1)
+    table["n_tokens"] = np.bincount(up, weights=clusters.sizes, minlength=int(k)).astype(np.int64)
+    table["main_type"] = [TYPES[i] for i in counts.argmax(axis=1)]
+    return UpperClusters(labels=up, centroids=km.cluster_centers_.astype(np.float32), table=table, k=int(k), seed=int(seed))
+
+
+def cluster_stretch(stretch: Any, clusters: VocabClusters, *, which: str = "qkv") -> np.ndarray:
+    """Mean psi of each cluster in every head: ``(L, H, K)`` float32.
+
+    Parameters
+    ----------
+    stretch : Stretch
+        From :func:`mixlib.norm_stretch` on the word embeddings (its last axis
+        must be the vocabulary the clusters were made from).
+    clusters : VocabClusters
+    which : {"qkv", "q", "k", "v"}, default "qkv"
+        Which psi to average (the paper uses psi_qkv).
+
+    Returns
+    -------
+    numpy.ndarray, shape (L, H, K)
+        ``out[l, h, c]`` = mean of psi over the tokens of cluster ``c``; axis 0
+        follows ``stretch.layers``. NaN psi values (zero vectors) are left out
+        of the mean; a cluster with no finite value gets NaN.
+    """
+    import torch
+
+    psi = np.asarray(stretch.get(which) if hasattr(stretch, "get") else stretch)
+    if psi.ndim != 3:
+        raise ValueError(f"expected psi of shape (L, H, V), got {psi.shape}.")
+    L, H, V = psi.shape
+    if V != len(clusters.labels):
+        raise ValueError(f"stretch has {V} vectors but the clusters cover {len(clusters.labels)} tokens; "
+                         "compute norm_stretch on the word embeddings of the same model.")
+    t = torch.from_numpy(np.ascontiguousarray(psi, dtype=np.float32)).reshape(L * H, V)  # (L*H, V)
+    finite = torch.isfinite(t)
+    vals = torch.where(finite, t, torch.zeros((), dtype=t.dtype)).double()
+    lab = torch.from_numpy(clusters.labels.astype(np.int64))
+    sums = torch.zeros(L * H, clusters.k, dtype=torch.float64).index_add_(1, lab, vals)  # (L*H, K)
+    cnts = torch.zeros(L * H, clusters.k, dtype=torch.float64).index_add_(1, lab, finite.double())  # (L*H, K)
+    mean = torch.where(cnts > 0, sums / cnts.clamp_min(1), torch.full_like(sums, float("nan")))
+    return mean.float().reshape(L, H, clusters.k).numpy()
+
+
+def _check_lh(cs: np.ndarray, layer: int, head: int) -> tuple[int, int]:
+    L, H, _ = cs.shape
+    if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool) or not 0 <= int(layer) < L:
+        raise ValueError(f"layer={layer!r} is out of range: the cluster stretch has layers 0..{L - 1} (0-based).")
+    if not isinstance(head, (int, np.integer)) or isinstance(head, bool) or not 0 <= int(head) < H:
+        raise ValueError(f"head={head!r} is out of range: the cluster stretch has heads 0..{H - 1} (0-based).")
+    return int(layer), int(head)
+
+
+def _as_cs(cs: Any, clusters: VocabClusters) -> np.ndarray:
+    arr = np.asarray(cs.detach().cpu().numpy() if hasattr(cs, "detach") else cs)
+    if arr.ndim != 3 or arr.shape[2] != clusters.k:
+        raise ValueError(f"expected a cluster stretch of shape (L, H, {clusters.k}) from cluster_stretch(), got {arr.shape}.")
+    return arr
+
+
+def _rank(row: np.ndarray) -> np.ndarray:
+    """Indices sorted by value, largest first, NaN last, ties by index."""
+    return np.argsort(np.where(np.isnan(row), np.inf, -row), kind="stable")
+
+
+def top_clusters(cs: Any, clusters: VocabClusters, layer: int, head: int, n: int = 5, *, samples: int = 6):
+    """The ``n`` clusters with the largest mean psi in one head (the paper's Table 2).
+
+    Parameters
+    ----------
+    cs : numpy.ndarray, shape (L, H, K)
+        From :func:`cluster_stretch`.
+    clusters : VocabClusters
+    layer, head : int
+        0-based indices into ``cs`` (for a Stretch computed on a subset of
+        layers, the position in ``stretch.layers``).
+    n : int, default 5
+    samples : int, default 6
+        Member tokens shown per cluster (nearest to the centroid first).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``cluster``, ``type``, ``size``, ``tokens`` (comma-separated
+        samples, ``...`` when there are more), ``psi``.
+    """
+    import pandas as pd
+
+    arr = _as_cs(cs, clusters)
+    l, h = _check_lh(arr, layer, head)
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"n={n!r}; expected a positive integer.")
+    order = _rank(arr[l, h])[: int(n)]
+    return pd.DataFrame({
+        "cluster": order.astype(np.int64),
+        "type": [str(clusters.cluster_types[c]) for c in order],
+        "size": clusters.sizes[order],
+        "tokens": [", ".join(clusters.samples(c, samples)) + (", ..." if clusters.sizes[c] > samples else "") for c in order],
+        "psi": arr[l, h, order].astype(np.float64),
+    })
+
+
+def type_map(cs: Any, clusters: VocabClusters, top: int = 3):
+    """Types of the ``top`` clusters with the largest mean psi, for every head (the paper's Fig. 3).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``layer`` (0-based), columns ``head`` (0-based); each cell is a
+        tuple of ``top`` type names, largest psi first.
+    """
+    import pandas as pd
+
+    arr = _as_cs(cs, clusters)
+    if not isinstance(top, (int, np.integer)) or isinstance(top, bool) or not 1 <= top <= clusters.k:
+        raise ValueError(f"top={top!r}; expected an integer in 1..{clusters.k}.")
+    L, H, K = arr.shape
+    flat = arr.reshape(L * H, K)
+    key = np.where(np.isnan(flat), np.inf, -flat)
+    order = np.argsort(key, axis=1, kind="stable")[:, : int(top)]  # (L*H, top)
+    names = clusters.cluster_types[order]  # (L*H, top)
+    cells = np.empty(L * H, dtype=object)
+    for i, row in enumerate(names):
+        cells[i] = tuple(str(x) for x in row)
+    return pd.DataFrame(cells.reshape(L, H), index=pd.RangeIndex(L, name="layer"), columns=pd.RangeIndex(H, name="head"))

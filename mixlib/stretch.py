@@ -1,0 +1,357 @@
+"""Norm stretch psi of every token in every attention head (Maeda et al., section 3.1).
+
+A head ``h`` of layer ``l`` maps a ``d``-dimensional vector ``x`` to ``d'`` dimensions
+with the head's slice ``P`` of the query, key or value weight (rows
+``h*d' : (h+1)*d'`` of the ``nn.Linear`` weight, biases left out as in the paper).
+The *norm stretch*
+
+.. math::
+
+    \\psi = \\frac{\\lVert P x \\rVert / \\sqrt{d'}}{\\lVert x \\rVert / \\sqrt{d}}
+
+compares the length of ``x`` before and after the projection, each normalised by
+the square root of its dimension. Its square is a scaled Rayleigh quotient,
+``psi**2 = (d / d') * x^T (P^T P) x / x^T x`` (paper eq. 5), so it lies between
+the scaled smallest and largest eigenvalues of ``P^T P`` (:func:`stretch_bounds`).
+
+Results are numpy arrays on the CPU; shapes are commented as ``(L, H, V)`` =
+layers, heads, vectors (the vocabulary by default).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["Stretch", "StretchBounds", "norm_stretch", "stretch_bounds", "PROJECTIONS"]
+
+#: The three projections of a head, in the order used by every array with a projection axis.
+PROJECTIONS: tuple[str, ...] = ("query", "key", "value")
+_SHORT = {"q": "query", "k": "key", "v": "value", "query": "query", "key": "key", "value": "value"}
+
+
+def _layers_arg(enc: Any, layers: int | Iterable[int] | None) -> tuple[int, ...]:
+    if layers is None:
+        return tuple(range(enc.n_layers))
+    if isinstance(layers, (int, np.integer)) and not isinstance(layers, bool):
+        layers = [int(layers)]
+    out = tuple(int(l) if isinstance(l, np.integer) else l for l in layers)
+    if not out:
+        raise ValueError(f"layers is empty; pass None for all layers or indices in 0..{enc.n_layers - 1}.")
+    for l in out:
+        enc.check_layer(l)
+    if len(set(out)) != len(out):
+        raise ValueError(f"layers={out} repeats a layer; give each layer once.")
+    return out
+
+
+def _as_matrix(enc: Any, X: Any) -> torch.Tensor:
+    """``X`` as a float32 ``(N, D)`` tensor on the CPU, validated."""
+    if X is None:
+        return enc.word_embeddings()
+    if isinstance(X, np.ndarray):
+        X = torch.from_numpy(np.ascontiguousarray(X))
+    if not isinstance(X, torch.Tensor):
+        raise TypeError(f"X must be a torch.Tensor or numpy array of shape (N, {enc.d_model}), got {type(X).__name__}.")
+    if X.ndim == 1:
+        X = X[None]
+    if X.ndim != 2 or X.shape[1] != enc.d_model:
+        raise ValueError(f"X must have shape (N, {enc.d_model}) (one {enc.d_model}-dimensional vector per row), got {tuple(X.shape)}.")
+    if X.shape[0] == 0:
+        raise ValueError("X has no rows; give at least one vector.")
+    if not (X.is_floating_point() or X.is_complex()):
+        X = X.float()
+    X = X.detach().to(torch.float32)
+    if not torch.isfinite(X).all():
+        raise ValueError("X contains NaN or infinite values; psi is only defined for finite vectors.")
+    return X
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """Norm stretch of every vector in every head, for the query, key and value projections.
+
+    Attributes
+    ----------
+    psi_q, psi_k, psi_v : numpy.ndarray, float32, shape (L, H, V)
+        psi for the query, key and value projection; ``L`` runs over :attr:`layers`.
+    psi_qkv : numpy.ndarray, float32, shape (L, H, V)
+        The product ``psi_q * psi_k * psi_v`` (the paper's combined score).
+    layers : tuple of int
+        The (0-based) model layer of each index of the first axis.
+    model : str
+        Name of the encoder.
+    d_model, d_head : int
+        ``d`` and ``d'``.
+    tokens : tuple of str or None
+        The token string of each vector when ``X`` was the word-embedding
+        matrix (the default), else None.
+    n_zero : int
+        How many vectors had norm 0 (their psi is NaN, see :func:`norm_stretch`).
+    """
+
+    psi_q: np.ndarray = field(repr=False)
+    psi_k: np.ndarray = field(repr=False)
+    psi_v: np.ndarray = field(repr=False)
+    psi_qkv: np.ndarray = field(repr=False)
+    layers: tuple[int, ...]
+    model: str
+    d_model: int
+    d_head: int
+    tokens: tuple[str, ...] | None = field(default=None, repr=False)
+    n_zero: int = 0
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(L, H, V)``."""
+        return tuple(self.psi_qkv.shape)  # type: ignore[return-value]
+
+    def get(self, which: str = "qkv") -> np.ndarray:
+        """The ``(L, H, V)`` array for ``which`` in ``{"q", "k", "v", "qkv"}`` (or ``query``/``key``/``value``)."""
+        key = {"query": "q", "key": "k", "value": "v"}.get(which, which)
+        if key not in ("q", "k", "v", "qkv"):
+            raise ValueError(f"which={which!r}; expected one of 'q', 'k', 'v', 'qkv'.")
+        return getattr(self, f"psi_{key}")
+
+    def index(self, layer: int) -> int:
+        """Position of model layer ``layer`` on the first axis; a clear error if it was not computed."""
+        if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool) or int(layer) not in self.layers:
+            raise ValueError(f"layer={layer!r} is not in this Stretch; it holds layers {list(self.layers)} (0-based).")
+        return self.layers.index(int(layer))
+
+    def check_head(self, head: int) -> int:
+        H = self.psi_qkv.shape[1]
+        if not isinstance(head, (int, np.integer)) or isinstance(head, bool) or not 0 <= int(head) < H:
+            raise ValueError(f"head={head!r} is out of range: {self.model} has heads 0..{H - 1} (0-based).")
+        return int(head)
+
+    def top_tokens(self, layer: int, head: int, n: int = 10, which: str = "qkv"):
+        """The ``n`` vectors with the largest psi in one head, as a DataFrame (id, token, psi).
+
+        NaN values (zero vectors) are ranked last.
+        """
+        import pandas as pd
+
+        li, h = self.index(layer), self.check_head(head)
+        if not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n={n!r}; expected a positive integer.")
+        psi = self.get(which)[li, h]  # (V,)
+        order = np.argsort(np.where(np.isnan(psi), -np.inf, -psi), kind="stable")[: int(n)]
+        return pd.DataFrame(
+            {
+                "id": order,
+                "token": [self.tokens[i] for i in order] if self.tokens is not None else [None] * len(order),
+                f"psi_{which}": psi[order],
+            }
+        )
+
+
+def norm_stretch(
+    enc: Any,
+    X: Any = None,
+    *,
+    layers: int | Iterable[int] | None = None,
+    chunk: int | None = 8192,
+) -> Stretch:
+    """psi_q, psi_k, psi_v (and their product) of every row of ``X`` in every head.
+
+    Parameters
+    ----------
+    enc : Encoder
+        From :func:`mixlib.load_encoder`; the computation runs on ``enc.device``.
+    X : torch.Tensor or numpy.ndarray, shape (V, D), optional
+        The vectors to measure. Default: the word-embedding matrix (every token
+        of the vocabulary), as in the paper.
+    layers : int or iterable of int, optional
+        0-based layers to compute (default: all). The first axis of the result
+        follows this order (see :attr:`Stretch.layers`).
+    chunk : int or None, default 8192
+        Rows of ``X`` projected at a time. ``None`` projects all rows at once.
+        Smaller values lower the peak memory without changing the result.
+
+    Returns
+    -------
+    Stretch
+        Arrays ``(L, H, V)`` float32 on the CPU.
+
+    Notes
+    -----
+    For each layer and projection the whole ``(V, D)`` product ``X W^T`` is
+    computed by one matrix multiplication per chunk (not per head); the
+    per-head norms come from reshaping it to ``(V, H, d')``. Only one
+    projection of one layer (of one chunk) is alive at a time, so the memory
+    held beyond the result is at most ``chunk * D`` floats.
+
+    **Zero vectors.** psi is a ratio of norms and is undefined for ``x = 0``
+    (0 / 0). Such rows get ``psi = NaN`` in every head and projection (and in
+    ``psi_qkv``); :attr:`Stretch.n_zero` counts them. Nothing raises. NaN or
+    infinite input is rejected with a ``ValueError``.
+
+    Examples
+    --------
+    >>> s = norm_stretch(enc)                     # doctest: +SKIP
+    >>> s.psi_qkv.shape                            # doctest: +SKIP
+    (12, 12, 30522)
+    """
+    Lsel = _layers_arg(enc, layers)
+    if chunk is not None and (not isinstance(chunk, (int, np.integer)) or isinstance(chunk, bool) or chunk < 1):
+        raise ValueError(f"chunk={chunk!r}; expected a positive number of rows or None.")
+    Xc = _as_matrix(enc, X)  # (V, D) on the CPU
+    tokens = None
+    if X is None:
+        tokens = tuple(_token_strings(enc, Xc.shape[0]))
+    V, D = Xc.shape
+    H, dh = enc.n_heads, enc.d_head
+    dev = enc.device
+    step = V if chunk is None else int(chunk)
+
+    Xd = Xc.to(dev)
+    xnorm = torch.linalg.vector_norm(Xd, dim=1)  # (V,)
+    # psi = ||P x|| * sqrt(d / d') / ||x||; NaN where ||x|| == 0 (documented rule).
+    scale = torch.where(xnorm > 0, math.sqrt(D / dh) / xnorm, torch.full_like(xnorm, float("nan")))  # (V,)
+    n_zero = int((xnorm == 0).sum())
+
+    out = {p: np.empty((len(Lsel), H, V), dtype=np.float32) for p in PROJECTIONS}  # each (L, H, V)
+    with torch.inference_mode():
+        for li, layer in enumerate(Lsel):
+            for p in PROJECTIONS:
+                W, _ = enc.projection(layer, p)  # (D, D): rows = output features, head h = rows h*dh:(h+1)*dh
+                Wt = W.to(dev, torch.float32).t()  # (D, D) view
+                dst = out[p][li]  # (H, V)
+                for s in range(0, V, step):
+                    Y = Xd[s : s + step] @ Wt  # (n, D): one product for all heads
+                    nrm = torch.linalg.vector_norm(Y.view(-1, H, dh), dim=2)  # (n, H)
+                    del Y
+                    nrm.mul_(scale[s : s + step, None])
+                    dst[:, s : s + step] = nrm.t().cpu().numpy()
+    qkv = out["query"] * out["key"]
+    qkv *= out["value"]
+    return Stretch(
+        psi_q=out["query"],
+        psi_k=out["key"],
+        psi_v=out["value"],
+        psi_qkv=qkv,
+        layers=Lsel,
+        model=enc.name,
+        d_model=D,
+        d_head=dh,
+        tokens=tokens,
+        n_zero=n_zero,
+    )
+
+
+def _token_strings(enc: Any, V: int) -> list[str]:
+    """Token string of every id ``0..V-1``; ids the tokenizer does not know become ``"<id N>"``."""
+    toks = enc.tokenizer.convert_ids_to_tokens(list(range(min(V, len(enc.tokenizer)))))
+    toks = [t if t is not None else f"<id {i}>" for i, t in enumerate(toks)]
+    toks += [f"<id {i}>" for i in range(len(toks), V)]
+    return toks
+
+
+@dataclass(frozen=True)
+class StretchBounds:
+    """The range of psi in every head, from the eigenvalues of ``P^T P``.
+
+    ``psi(x)**2 = (d / d') * R(P^T P, x)`` with ``R`` the Rayleigh quotient, so
+    over all nonzero ``x`` psi ranges from ``sqrt(d/d' * lambda_min)`` to
+    ``sqrt(d/d' * lambda_max)`` of the ``d x d`` matrix ``P^T P``. That matrix has
+    rank at most ``d'``, so when ``d' < d`` (more than one head) its smallest
+    eigenvalue is 0 and ``psi_min`` is exactly 0 (attained by any ``x`` in the
+    null space of ``P``). The nonzero eigenvalues are those of the small
+    ``d' x d'`` Gram matrix ``P P^T``, which is what is decomposed here.
+
+    Attributes
+    ----------
+    psi_min, psi_max : numpy.ndarray, float64, shape (3, L, H)
+        Bounds per projection (axis 0 follows :data:`PROJECTIONS`: query, key,
+        value), layer and head.
+    eigenvalues : numpy.ndarray, float64, shape (3, L, H, d')
+        Eigenvalues of ``P P^T`` in ascending order (= the nonzero part of the
+        spectrum of ``P^T P``).
+    top_vectors : numpy.ndarray, float64, shape (3, L, H, D)
+        Unit eigenvector of ``P^T P`` for its largest eigenvalue: the input
+        direction with the largest psi (sign arbitrary).
+    layers : tuple of int
+    model : str
+    d_model, d_head : int
+    """
+
+    psi_min: np.ndarray = field(repr=False)
+    psi_max: np.ndarray = field(repr=False)
+    eigenvalues: np.ndarray = field(repr=False)
+    top_vectors: np.ndarray = field(repr=False)
+    layers: tuple[int, ...]
+    model: str
+    d_model: int
+    d_head: int
+
+    def _idx(self, projection: str, layer: int, head: int) -> tuple[int, int, int]:
+        p = _SHORT.get(projection)
+        if p is None:
+            raise ValueError(f"projection={projection!r}; expected one of 'q', 'k', 'v' (or query/key/value).")
+        if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool) or int(layer) not in self.layers:
+            raise ValueError(f"layer={layer!r} is not in these bounds; they hold layers {list(self.layers)} (0-based).")
+        H = self.psi_max.shape[2]
+        if not isinstance(head, (int, np.integer)) or isinstance(head, bool) or not 0 <= int(head) < H:
+            raise ValueError(f"head={head!r} is out of range: {self.model} has heads 0..{H - 1} (0-based).")
+        return PROJECTIONS.index(p), self.layers.index(int(layer)), int(head)
+
+    def top_vector(self, projection: str, layer: int, head: int) -> np.ndarray:
+        """The unit input direction ``(D,)`` with the largest psi for one head and projection."""
+        return self.top_vectors[self._idx(projection, layer, head)]
+
+    def bounds(self, projection: str, layer: int, head: int) -> tuple[float, float]:
+        """``(psi_min, psi_max)`` for one head and projection."""
+        i = self._idx(projection, layer, head)
+        return float(self.psi_min[i]), float(self.psi_max[i])
+
+
+def stretch_bounds(enc: Any, *, layers: int | Iterable[int] | None = None) -> StretchBounds:
+    """Smallest and largest possible psi of every head and projection, and the maximising direction.
+
+    Parameters
+    ----------
+    enc : Encoder
+    layers : int or iterable of int, optional
+        0-based layers (default: all).
+
+    Returns
+    -------
+    StretchBounds
+        See its docstring for the eigenvalue argument. Computed in float64 on
+        the CPU from the ``H`` small Gram matrices ``P P^T`` (``d' x d'``) of each
+        projection, batched over heads.
+
+    Examples
+    --------
+    >>> b = stretch_bounds(enc)                              # doctest: +SKIP
+    >>> lo, hi = b.bounds("q", layer=2, head=1)              # doctest: +SKIP
+    """
+    Lsel = _layers_arg(enc, layers)
+    H, dh, D = enc.n_heads, enc.d_head, enc.d_model
+    lam = np.empty((3, len(Lsel), H, dh))
+    top = np.empty((3, len(Lsel), H, D))
+    for li, layer in enumerate(Lsel):
+        for pi, p in enumerate(PROJECTIONS):
+            W, _ = enc.projection(layer, p)
+            P = W.detach().to("cpu", torch.float64).reshape(H, dh, D)  # (H, d', D): P_h = rows of head h
+            G = P @ P.transpose(1, 2)  # (H, d', d') = P P^T
+            evals, evecs = torch.linalg.eigh(G)  # ascending; (H, d'), (H, d', d')
+            u = evecs[:, :, -1]  # (H, d') top eigenvector of P P^T
+            v = torch.einsum("hk,hkd->hd", u, P)  # (H, D) = P^T u, an eigenvector of P^T P
+            v = v / torch.linalg.vector_norm(v, dim=1, keepdim=True)
+            lam[pi, li] = evals.clamp_min(0).numpy()
+            top[pi, li] = v.numpy()
+    ratio = D / dh
+    psi_max = np.sqrt(ratio * lam[..., -1])  # (3, L, H)
+    if dh < D:
+        psi_min = np.zeros_like(psi_max)  # P^T P (D x D) has rank <= d' < D: a null space exists
+    else:
+        psi_min = np.sqrt(ratio * lam[..., 0])
+    return StretchBounds(
+        psi_min=psi_min, psi_max=psi_max, eigenvalues=lam, top_vectors=top, layers=Lsel, model=enc.name, d_model=D, d_head=dh
+    )
