@@ -296,6 +296,7 @@ def decompose_layer(
     context: torch.Tensor,
     attn_out: torch.Tensor,
     ln_in: torch.Tensor,
+    ln_out: torch.Tensor,
     additive_mask: torch.Tensor,
     w_o: torch.Tensor,
     b_o: torch.Tensor | None,
@@ -305,6 +306,7 @@ def decompose_layer(
     n_heads: int,
     *,
     keep_vectors: bool = True,
+    out: dict[str, torch.Tensor] | None = None,
 ) -> dict[str, torch.Tensor]:
     """The decomposition of one layer from the tensors its forward pass produced.
 
@@ -318,10 +320,11 @@ def decompose_layer(
         The attention output before ``W_O`` (the input of ``attn_out``).
     attn_out : (B, N, D)
         The output of ``attn_out`` (``context W_O^T + b_O``).
-    ln_in : (B, N, D)
-        The input of the LayerNorm, ``attn_out + x``.
+    ln_in, ln_out : (B, N, D)
+        Input (``attn_out + x``) and output of the model's LayerNorm.
     additive_mask : (B, N)
-        0 for real keys, a large negative number for padding keys.
+        0 for real tokens, a large negative number for padding; padding keys
+        get no attention and padding positions are left out of the checks.
     w_o : (D, D)
         ``attn_out`` weight (``torch.nn.Linear`` layout, out x in).
     b_o : (D,) or None
@@ -330,18 +333,24 @@ def decompose_layer(
     n_heads : int
     keep_vectors : bool
         Return the four (B, N, D) vectors as well.
+    out : dict of str to (B, N, D) tensors, optional
+        Where to write ``mix``, ``keep_attn``, ``keep_res`` and ``bias`` (e.g.
+        slices of the result's (L, B, N, D) fields), saving a copy.
 
     Returns
     -------
     dict of str to torch.Tensor
         Every per-token field of :class:`Mixing` for this layer (``(B, N)``;
-        ``alpha_self`` ``(B, H, N)``), the vectors when asked, and
-        ``ln_reconstructed`` ``(B, N, D)`` plus ``context_recomputed``
-        ``(B, N, D)`` for the self-checks.
+        ``alpha_self`` ``(B, H, N)``), the vectors when asked, and the two
+        self-check errors ``ln_error`` and ``attention_error`` (0-d tensors:
+        the largest absolute deviation from the model's LayerNorm output and
+        attention output, over the real positions).
     """
     B, N, D = x.shape
     H = n_heads
     dh = D // H
+    out = out or {}
+    pad = additive_mask != 0  # (B, N)
     # attention weights from the model's own Q and K
     qh = q.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
     kh = k.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
@@ -350,36 +359,54 @@ def decompose_layer(
     scores.mul_(dh**-0.5).add_(additive_mask[:, None, None, :])
     alpha = torch.softmax(scores, dim=-1)  # (B, H, N, N)
     del scores
-    alpha_self = alpha.diagonal(dim1=-2, dim2=-1)  # (B, H, N)
-    context_ours = torch.matmul(alpha, vh).transpose(1, 2).reshape(B, N, D)  # (B, N, D)
+    alpha_self = alpha.diagonal(dim1=-2, dim2=-1).clone()  # (B, H, N): alpha^h_{j,j}
+    # self-check 1: alpha V must be the model's own attention output
+    ctx_ours = torch.matmul(alpha, vh)  # (B, H, N, dh)
     del alpha
+    diff = ctx_ours.transpose(1, 2).reshape(B, N, D).sub_(context).masked_fill_(pad[..., None], 0.0)  # (B, N, D)
+    attention_error = torch.linalg.vector_norm(diff, ord=float("inf"))
+    del diff
+    del ctx_ours
 
-    # f_j(x_j) = sum_h alpha^h_jj v^h_j W_O^h ; the rest of the attention output is the mixing part
+    # f_j(x_j) = sum_h alpha^h_jj v^h_j W_O^h ; the rest of the attention output is what attention mixes in
     self_ctx = (alpha_self.transpose(1, 2).unsqueeze(-1) * v.view(B, N, H, dh)).reshape(B, N, D)  # (B, N, D)
     f_self = torch.matmul(self_ctx, w_o.t())  # (B, N, D)
     del self_ctx
-    f_others = attn_out - f_self if b_o is None else attn_out - b_o - f_self  # (B, N, D)
-    keep_raw = f_self + x  # (B, N, D)
+    f_others = torch.sub(attn_out, f_self)  # (B, N, D)
+    if b_o is not None:
+        f_others.sub_(b_o)
+    keep_raw = torch.add(f_self, x)  # (B, N, D): f_j(x_j) + x_j
 
     # g(z) = (z - m(z)) / s(y_j) * gamma, with s from the real LayerNorm input
-    inv_s = torch.rsqrt(ln_in.var(dim=-1, unbiased=False, keepdim=True) + eps)  # (B, N, 1)
+    inv_s = torch.rsqrt(ln_in.var(dim=-1, unbiased=False, keepdim=True).add_(eps))  # (B, N, 1)
+    scale = inv_s * gamma  # (B, N, D)
 
-    def g(z: torch.Tensor) -> torch.Tensor:
-        return (z - z.mean(dim=-1, keepdim=True)).mul_(inv_s).mul_(gamma)
+    def g(z: torch.Tensor, name: str) -> torch.Tensor:
+        dst = out.get(name)
+        mean = z.mean(dim=-1, keepdim=True)  # (B, N, 1)
+        res = torch.sub(z, mean) if dst is None else torch.sub(z, mean, out=dst)
+        return res.mul_(scale)
 
-    mix = g(f_others)  # (B, N, D)
-    keep_attn = g(f_self)  # (B, N, D)
-    keep_res = g(x)  # (B, N, D)
-    if b_o is None:
-        bias = beta.expand(B, N, D)
+    mix = g(f_others, "mix")  # (B, N, D)
+    keep_attn = g(f_self, "keep_attn")  # (B, N, D)
+    keep_res = g(x, "keep_res")  # (B, N, D)
+    b_c = (b_o - b_o.mean()) * gamma if b_o is not None else torch.zeros_like(gamma)  # (D,)
+    bias_dst = out.get("bias")
+    if bias_dst is None:
+        bias = torch.addcmul(beta, inv_s, b_c)  # (B, N, D): g(b_O) + beta
     else:
-        bias = g(b_o.expand(B, N, D)).add_(beta)  # (B, N, D)
-    keep_ln = keep_attn + keep_res  # (B, N, D)
+        bias = torch.addcmul(beta, inv_s, b_c, out=bias_dst)
+    keep_ln = torch.add(keep_attn, keep_res)  # (B, N, D)
 
     n_mix, n_keep_attn, n_res, n_keep = _norm(f_others), _norm(f_self), _norm(x), _norm(keep_raw)
+    del f_others, f_self, keep_raw
     n_mix_ln, n_keep_attn_ln, n_res_ln, n_keep_ln = _norm(mix), _norm(keep_attn), _norm(keep_res), _norm(keep_ln)
+    # self-check 2: the four vectors must add up to the model's own LayerNorm output
+    diff = keep_ln.add_(mix).add_(bias).sub_(ln_out).masked_fill_(pad[..., None], 0.0)  # (B, N, D)
+    ln_error = torch.linalg.vector_norm(diff, ord=float("inf"))
+    del diff
     attn_w = 1.0 - alpha_self.mean(dim=1)  # (B, N)
-    out = {
+    res = {
         "ratio": n_mix_ln / (n_mix_ln + n_keep_ln),
         "attnres_n": n_mix / (n_mix + n_keep),
         "attn_n": n_mix / (n_mix + n_keep_attn),
@@ -394,12 +421,12 @@ def decompose_layer(
         "norm_res_ln": n_res_ln,
         "norm_keep_ln": n_keep_ln,
         "alpha_self": alpha_self,
-        "ln_reconstructed": (keep_ln + mix).add_(bias),
-        "context_recomputed": context_ours,
+        "ln_error": ln_error,
+        "attention_error": attention_error,
     }
     if keep_vectors:
-        out.update(mix=mix, keep_attn=keep_attn, keep_res=keep_res, bias=bias)
-    return out
+        res.update(mix=mix, keep_attn=keep_attn, keep_res=keep_res, bias=bias)
+    return res
 
 
 # ---------------------------------------------------------------------------
@@ -621,11 +648,13 @@ def decompose(
     nan = float("nan")
     stats = {name: torch.full((L, B, N), nan) for name in _PER_TOKEN_FIELDS}  # (L, B, N)
     alpha_self = torch.full((L, B, H, N), nan)  # (L, B, H, N)
-    vecs = {name: torch.full((L, B, N, D), nan) for name in VECTOR_FIELDS} if keep_vectors else {}  # (L, B, N, D)
+    # (L, B, N, D); every element is written below (values, or NaN at padding)
+    vecs = {name: torch.empty((L, B, N, D)) for name in VECTOR_FIELDS} if keep_vectors else {}
     max_err = np.zeros(L)
     max_ctx_err = np.zeros(L)
 
     dev = enc.device
+    on_cpu = torch.device(dev).type == "cpu"
     row_of = {layer: li for li, layer in enumerate(layer_idx)}
     params = {}
     for layer in layer_idx:
@@ -651,20 +680,19 @@ def decompose(
                 li = row_of[layer]
                 w_o, b_o, gamma, beta, eps = params[layer]
                 got = state.pop(layer)
+                dst = {name: t[li, b0:b1, :n] for name, t in vecs.items()} if on_cpu else None
                 res = decompose_layer(
-                    got["x"], got["q"], got["k"], got["v"], got["context"], got["attn_out"], ln_in,
-                    additive, w_o, b_o, gamma, beta, eps, H, keep_vectors=keep_vectors,
+                    got["x"], got["q"], got["k"], got["v"], got["context"], got["attn_out"], ln_in, ln_out,
+                    additive, w_o, b_o, gamma, beta, eps, H, keep_vectors=keep_vectors, out=dst,
                 )
-                m = chunk_real_dev
-                err = float((res.pop("ln_reconstructed") - ln_out)[m].abs().max())
-                ctx_err = float((res.pop("context_recomputed") - got["context"])[m].abs().max())
+                err = float(res.pop("ln_error"))
+                ctx_err = float(res.pop("attention_error"))
                 if not ctx_err <= atol:
                     raise RuntimeError(
                         f"decompose: layer {layer}: attention weights recomputed from the model's Q and K do not "
                         f"reproduce its attention output (max abs error {ctx_err:.3e} > atol={atol:g}). The model "
                         "computes attention differently from standard BERT (is it in train mode with dropout? relative positions? "
-                        "a different scaling?); "
-                        "mixlib supports post-LN BERT-family encoders with standard scaled dot-product attention."
+                        "a different scaling?); mixlib supports post-LN BERT-family encoders with standard scaled dot-product attention."
                     )
                 if not err <= atol:
                     raise RuntimeError(
@@ -675,11 +703,18 @@ def decompose(
                 max_err[li] = max(max_err[li], err)
                 max_ctx_err[li] = max(max_ctx_err[li], ctx_err)
                 pad = ~chunk_real  # (b, n)
+                any_pad = bool(pad.any())
                 for name in _PER_TOKEN_FIELDS:
                     stats[name][li, b0:b1, :n].copy_(res[name]).masked_fill_(pad, nan)
                 alpha_self[li, b0:b1, :, :n].copy_(res["alpha_self"]).masked_fill_(pad[:, None, :], nan)
-                for name in vecs:
-                    vecs[name][li, b0:b1, :n].copy_(res[name]).masked_fill_(pad[..., None], nan)
+                for name, t in vecs.items():
+                    view = t[li, b0:b1, :n]
+                    if not on_cpu:
+                        view.copy_(res[name])
+                    if any_pad:
+                        view.masked_fill_(pad[..., None], nan)
+                    if n < N:
+                        t[li, b0:b1, n:] = nan
                 if layer == layer_idx[-1]:
                     raise _StopForward
 
