@@ -351,41 +351,45 @@ def decompose_layer(
     dh = D // H
     out = out or {}
     pad = additive_mask != 0  # (B, N)
-    # attention weights from the model's own Q and K
+    has_pad = bool(pad.any())
+    inf = float("inf")
+
+    # attention weights from the model's own Q and K, in the same order of operations as eager BERT
     qh = q.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
     kh = k.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
     vh = v.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
-    scores = torch.matmul(qh, kh.transpose(-1, -2))  # (B, H, N, N)
-    scores.mul_(dh**-0.5).add_(additive_mask[:, None, None, :])
+    scores = torch.matmul(qh, kh.transpose(-1, -2)).mul_(dh**-0.5)  # (B, H, N, N)
+    if has_pad:
+        scores.add_(additive_mask[:, None, None, :])
     alpha = torch.softmax(scores, dim=-1)  # (B, H, N, N)
     del scores
-    alpha_self = alpha.diagonal(dim1=-2, dim2=-1).clone()  # (B, H, N): alpha^h_{j,j}
+    a_self = alpha.diagonal(dim1=-2, dim2=-1).transpose(1, 2).contiguous()  # (B, N, H): alpha^h_{j,j}
     # self-check 1: alpha V must be the model's own attention output
-    ctx_ours = torch.matmul(alpha, vh)  # (B, H, N, dh)
+    diff = torch.matmul(alpha, vh).sub_(context.view(B, N, H, dh).transpose(1, 2))  # (B, H, N, dh)
     del alpha
-    diff = ctx_ours.transpose(1, 2).reshape(B, N, D).sub_(context).masked_fill_(pad[..., None], 0.0)  # (B, N, D)
-    attention_error = torch.linalg.vector_norm(diff, ord=float("inf"))
+    if has_pad:
+        diff.masked_fill_(pad[:, None, :, None], 0.0)
+    attention_error = torch.linalg.vector_norm(diff, ord=inf)
     del diff
-    del ctx_ours
 
     # f_j(x_j) = sum_h alpha^h_jj v^h_j W_O^h ; the rest of the attention output is what attention mixes in
-    self_ctx = (alpha_self.transpose(1, 2).unsqueeze(-1) * v.view(B, N, H, dh)).reshape(B, N, D)  # (B, N, D)
+    self_ctx = (v.view(B, N, H, dh) * a_self.unsqueeze(-1)).view(B, N, D)  # (B, N, D)
     f_self = torch.matmul(self_ctx, w_o.t())  # (B, N, D)
     del self_ctx
     f_others = torch.sub(attn_out, f_self)  # (B, N, D)
     if b_o is not None:
         f_others.sub_(b_o)
-    keep_raw = torch.add(f_self, x)  # (B, N, D): f_j(x_j) + x_j
 
-    # g(z) = (z - m(z)) / s(y_j) * gamma, with s from the real LayerNorm input
+    # g(z) = (z - m(z)) / s(y_j) * gamma, with s from the real LayerNorm input y_j
     inv_s = torch.rsqrt(ln_in.var(dim=-1, unbiased=False, keepdim=True).add_(eps))  # (B, N, 1)
-    scale = inv_s * gamma  # (B, N, D)
 
     def g(z: torch.Tensor, name: str) -> torch.Tensor:
+        # the fused layer_norm kernel gives (z - m(z)) * r(z) * gamma and r(z) = 1/sqrt(var(z) + 1e-12);
+        # multiplying by s(y_j)^-1 / r(z) leaves (z - m(z)) * gamma / s(y_j) (exact for any positive epsilon)
+        normed, _, rstd = torch.native_layer_norm(z, (D,), gamma, None, 1e-12)  # (B, N, D), _, (B, N, 1)
+        factor = inv_s / rstd  # (B, N, 1)
         dst = out.get(name)
-        mean = z.mean(dim=-1, keepdim=True)  # (B, N, 1)
-        res = torch.sub(z, mean) if dst is None else torch.sub(z, mean, out=dst)
-        return res.mul_(scale)
+        return normed.mul_(factor) if dst is None else torch.mul(normed, factor, out=dst)
 
     mix = g(f_others, "mix")  # (B, N, D)
     keep_attn = g(f_self, "keep_attn")  # (B, N, D)
@@ -396,15 +400,24 @@ def decompose_layer(
         bias = torch.addcmul(beta, inv_s, b_c)  # (B, N, D): g(b_O) + beta
     else:
         bias = torch.addcmul(beta, inv_s, b_c, out=bias_dst)
-    keep_ln = torch.add(keep_attn, keep_res)  # (B, N, D)
 
-    n_mix, n_keep_attn, n_res, n_keep = _norm(f_others), _norm(f_self), _norm(x), _norm(keep_raw)
-    del f_others, f_self, keep_raw
-    n_mix_ln, n_keep_attn_ln, n_res_ln, n_keep_ln = _norm(mix), _norm(keep_attn), _norm(keep_res), _norm(keep_ln)
+    # norms; those of sums through ||a + b||^2 = ||a||^2 + ||b||^2 + 2<a, b> (no extra tensor)
+    def norm_of_sum(na: torch.Tensor, nb: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return (na * na + nb * nb + 2.0 * torch.linalg.vecdot(a, b)).clamp_min_(0.0).sqrt_()
+
+    n_mix, n_keep_attn, n_res = _norm(f_others), _norm(f_self), _norm(x)
+    n_keep = norm_of_sum(n_keep_attn, n_res, f_self, x)
+    del f_others, f_self
+    n_mix_ln, n_keep_attn_ln, n_res_ln = _norm(mix), _norm(keep_attn), _norm(keep_res)
+    n_keep_ln = norm_of_sum(n_keep_attn_ln, n_res_ln, keep_attn, keep_res)
+
     # self-check 2: the four vectors must add up to the model's own LayerNorm output
-    diff = keep_ln.add_(mix).add_(bias).sub_(ln_out).masked_fill_(pad[..., None], 0.0)  # (B, N, D)
-    ln_error = torch.linalg.vector_norm(diff, ord=float("inf"))
+    diff = torch.add(mix, keep_attn).add_(keep_res).add_(bias).sub_(ln_out)  # (B, N, D)
+    if has_pad:
+        diff.masked_fill_(pad[..., None], 0.0)
+    ln_error = torch.linalg.vector_norm(diff, ord=inf)
     del diff
+    alpha_self = a_self.transpose(1, 2)  # (B, H, N)
     attn_w = 1.0 - alpha_self.mean(dim=1)  # (B, N)
     res = {
         "ratio": n_mix_ln / (n_mix_ln + n_keep_ln),

@@ -1,0 +1,420 @@
+"""Analysis A (mixlib.mixing) against independent computations.
+
+The reference here is the paper's decomposition written out the slow way: for
+one sequence without padding, every f_j(x_i) is built as an (n, n, d) tensor
+from the model's parameters (per-head slices of W_O, explicit softmax), the
+LayerNorm is applied to each term (eq. 4-7), and norms/ratios are taken from
+those terms. The layer inputs x come from the model's own
+``output_hidden_states``; the attention weights are also checked against
+``output_attentions``; the LayerNorm outputs against a hook of the test's own.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+import mixlib
+from mixlib import mixing as mx
+from mixlib.data import tokenize
+from mixlib.plots import CATEGORY_ORDER
+
+from conftest import make_random_encoder
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Tokyo is the capital of Japan, and Kyoto was the old capital.",
+    "Short one.",
+]
+
+
+@pytest.fixture(scope="module")
+def roberta_enc():
+    return make_random_encoder(model_type="roberta", layers=2, heads=4, d=64, seed=3)
+
+
+# ---------------------------------------------------------------------------
+# the slow reference
+# ---------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def naive_sequence(enc, ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """Everything decompose returns, for one unpadded sequence, computed with (n, n, d) tensors.
+
+    Returns a dict of (L, n) tensors (norms, ratios), (L, H, n) ``alpha_self`` and
+    (L, n, D) vectors, plus ``ln`` = F.layer_norm of the reconstructed LayerNorm input.
+    """
+    kw = {"input_ids": ids[None]}
+    if token_type_ids is not None:
+        kw["token_type_ids"] = token_type_ids[None]
+    hidden = enc.model(**kw, output_hidden_states=True).hidden_states
+    H, D = enc.n_heads, enc.d_model
+    dh = D // H
+    per_layer: dict[str, list[torch.Tensor]] = {}
+    for layer in range(enc.n_layers):
+        x = hidden[layer][0]  # (n, D)
+        n = x.shape[0]
+
+        def lin(role, z):
+            m = enc.module(layer, role)
+            return F.linear(z, m.weight, m.bias)
+
+        q = lin("query", x).view(n, H, dh)
+        k = lin("key", x).view(n, H, dh)
+        v = lin("value", x).view(n, H, dh)
+        alpha = torch.softmax(torch.einsum("jhc,ihc->hji", q, k) / math.sqrt(dh), dim=-1)  # (H, n, n): alpha[h, j, i]
+        w_o = enc.module(layer, "attn_out").weight  # (D, D)
+        b_o = enc.module(layer, "attn_out").bias  # (D,)
+        f_head = torch.stack([v[:, h] @ w_o[:, h * dh : (h + 1) * dh].T for h in range(H)])  # (H, n, D): f^h(x_i)
+        f = torch.einsum("hji,hid->jid", alpha, f_head)  # (n, n, D): f_j(x_i)
+        y = x + f.sum(dim=1) + b_o  # (n, D): the LayerNorm input
+        ln = enc.module(layer, "attn_norm")
+        s = torch.sqrt(((y - y.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True) + ln.eps)  # (n, 1)
+
+        def g(z, s_=s):  # z: (..., n, D) or (n, D)
+            return (z - z.mean(-1, keepdim=True)) / s_ * ln.weight
+
+        eye = torch.eye(n, dtype=torch.bool)
+        g_f = g(f.transpose(0, 1)).transpose(0, 1)  # (n, n, D): g applied to every f_j(x_i) with s(y_j)
+        mix = g_f.masked_fill(eye[..., None], 0.0).sum(dim=1)  # eq. 4
+        keep_attn = g_f[eye]  # eq. 5
+        keep_res = g(x)  # eq. 6
+        bias = g(b_o.expand(n, D)) + ln.bias  # eq. 7 with b_O made explicit
+        f_others = f.masked_fill(eye[..., None], 0.0).sum(dim=1)
+        f_self = f[eye]
+        nm, nka, nr, nk = f_others.norm(dim=-1), f_self.norm(dim=-1), x.norm(dim=-1), (f_self + x).norm(dim=-1)
+        nml, nkal, nrl, nkl = mix.norm(dim=-1), keep_attn.norm(dim=-1), keep_res.norm(dim=-1), (keep_attn + keep_res).norm(dim=-1)
+        a_self = alpha.diagonal(dim1=-2, dim2=-1)  # (H, n)
+        row = {
+            "mix": mix, "keep_attn": keep_attn, "keep_res": keep_res, "bias": bias,
+            "ln": F.layer_norm(y, (D,), ln.weight, ln.bias, ln.eps),
+            "ratio": nml / (nml + nkl), "attnres_n": nm / (nm + nk), "attn_n": nm / (nm + nka),
+            "attn_w": 1 - a_self.mean(0), "attnres_w": (1 - a_self.mean(0)) / 2,
+            "norm_mix": nm, "norm_keep_attn": nka, "norm_res": nr, "norm_keep": nk,
+            "norm_mix_ln": nml, "norm_keep_attn_ln": nkal, "norm_res_ln": nrl, "norm_keep_ln": nkl,
+            "alpha_self": a_self,
+        }
+        for key, val in row.items():
+            per_layer.setdefault(key, []).append(val)
+    return {k: torch.stack(v) for k, v in per_layer.items()}
+
+
+def _check_against_naive(enc, m: mx.Mixing, batch: dict, *, atol_vec: float = 1e-4, atol_ratio: float = 2e-5) -> None:
+    for b in range(m.n_sequences):
+        real = batch["attention_mask"][b].bool()
+        ids = batch["input_ids"][b][real]
+        tt = batch["token_type_ids"][b][real] if "token_type_ids" in batch else None
+        ref = naive_sequence(enc, ids, tt)
+        n = int(real.sum())
+        for name in mx.METRICS:
+            got = getattr(m, name)[:, b][:, real]
+            torch.testing.assert_close(got, ref[name], atol=atol_ratio if name in mx.RATIO_METRICS else 1e-4, rtol=1e-4, msg=name)
+        torch.testing.assert_close(m.alpha_self[:, b][..., real], ref["alpha_self"], atol=1e-5, rtol=1e-4)
+        for name in mx.VECTOR_FIELDS:
+            torch.testing.assert_close(getattr(m, name)[:, b][:, real], ref[name], atol=atol_vec, rtol=1e-4, msg=name)
+        # the reference's own LayerNorm of its reconstructed input equals its four terms (the paper's eq. 3)
+        torch.testing.assert_close(ref["mix"] + ref["keep_attn"] + ref["keep_res"] + ref["bias"], ref["ln"], atol=atol_vec, rtol=1e-4)
+        # padding holds NaN
+        assert torch.isnan(m.ratio[:, b][:, ~real]).all()
+        assert n == len(m.tokens(b))
+
+
+# ---------------------------------------------------------------------------
+# exactness and agreement
+# ---------------------------------------------------------------------------
+
+
+def test_matches_naive_tiny(tiny_enc):
+    batch = mixlib.mask_tokens(tiny_enc, TEXTS, seed=1)
+    m = mixlib.decompose(tiny_enc, batch, progress=False)
+    assert m.layers == (0, 1) and m.ratio.shape == (2, 3, batch["input_ids"].shape[1])
+    assert m.mix.shape == (2, 3, batch["input_ids"].shape[1], 64)
+    _check_against_naive(tiny_enc, m, batch)
+
+
+def test_matches_naive_packaged(packaged_enc):
+    batch = mixlib.mask_tokens(packaged_enc, TEXTS[:2], seed=0)
+    m = mixlib.decompose(packaged_enc, batch, progress=False)
+    assert m.n_layers == 6
+    _check_against_naive(packaged_enc, m, batch, atol_vec=2e-4)
+
+
+def test_matches_naive_roberta_and_pairs(roberta_enc):
+    batch = tokenize(roberta_enc, [("Is it raining?", "No, it is sunny today."), ("Yes.", "Fine.")])
+    m = mixlib.decompose(roberta_enc, batch, progress=False)
+    _check_against_naive(roberta_enc, m, batch)
+
+
+def test_exact_on_every_layer_against_own_hook(packaged_enc):
+    """mix + keep_attn + keep_res + bias equals the LayerNorm output captured by a hook of the test's own."""
+    batch = tokenize(packaged_enc, TEXTS)
+    captured = {}
+    handles = [
+        packaged_enc.module(layer, "attn_norm").register_forward_hook(lambda mod, a, out, layer=layer: captured.__setitem__(layer, out.detach().clone()))
+        for layer in range(packaged_enc.n_layers)
+    ]
+    try:
+        m = mixlib.decompose(packaged_enc, batch, progress=False)
+    finally:
+        for h in handles:
+            h.remove()
+    real = batch["attention_mask"].bool()
+    assert len(captured) == packaged_enc.n_layers
+    recon = m.reconstruct()  # (L, B, N, D)
+    for layer in range(packaged_enc.n_layers):
+        err = (recon[layer][real] - captured[layer][real]).abs().max().item()
+        assert err <= 1e-4, (layer, err)
+    assert m.max_error.shape == (6,) and (m.max_error <= 1e-4).all() and (m.max_error > 0).any()
+    assert (m.max_attention_error <= 1e-4).all()
+    # the hooks were removed: the model has none left
+    for layer in range(packaged_enc.n_layers):
+        for role in ("query", "key", "value", "attn_out", "attn_norm"):
+            assert not packaged_enc.module(layer, role)._forward_hooks
+
+
+def test_attn_w_from_output_attentions(packaged_enc):
+    """Attn-W from the model's own attention probabilities (independent of the hooked Q, K)."""
+    batch = tokenize(packaged_enc, TEXTS)
+    m = mixlib.decompose(packaged_enc, batch, vectors=False, progress=False)
+    with torch.no_grad():
+        att = packaged_enc.model(**batch, output_attentions=True).attentions  # L x (B, H, N, N)
+    real = batch["attention_mask"].bool()
+    for layer, a in enumerate(att):
+        diag = a.diagonal(dim1=-2, dim2=-1)  # (B, H, N)
+        torch.testing.assert_close(m.attn_w[layer][real], (1 - diag.mean(1))[real], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(m.alpha_self[layer].transpose(1, 2)[real], diag.transpose(1, 2)[real], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(m.attnres_w, m.attn_w / 2, equal_nan=True)
+
+
+def test_ratios_in_range_and_consistent(packaged_enc):
+    m = mixlib.decompose(packaged_enc, TEXTS, progress=False)
+    real = m.real
+    for name in mx.RATIO_METRICS:
+        v = getattr(m, name)[:, real]
+        assert torch.isfinite(v).all() and (v >= 0).all() and (v <= 1).all(), name
+    # the ratio is what its definition says, from the stored vectors
+    nm = m.mix.norm(dim=-1)
+    nk = (m.keep_attn + m.keep_res).norm(dim=-1)
+    torch.testing.assert_close(m.ratio[:, real], (nm / (nm + nk))[:, real], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(m.norm_res_ln[:, real], m.keep_res.norm(dim=-1)[:, real], atol=1e-5, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------
+# padding, chunks, layers, vectors
+# ---------------------------------------------------------------------------
+
+
+def test_padding_invariance(tiny_enc):
+    alone = mixlib.decompose(tiny_enc, [TEXTS[2]], progress=False)
+    padded = mixlib.decompose(tiny_enc, [TEXTS[1], TEXTS[2]], progress=False)
+    n = alone.n_tokens
+    assert padded.n_tokens > n
+    for name in (*mx.METRICS, *mx.VECTOR_FIELDS):
+        torch.testing.assert_close(getattr(padded, name)[:, 1, :n], getattr(alone, name)[:, 0], atol=1e-5, rtol=1e-5, msg=name)
+        assert torch.isnan(getattr(padded, name)[:, 1, n:]).all(), name
+    assert (padded.categories[1, n:] == "[PAD]").all()
+
+
+def test_chunks_equal_one_batch(tiny_enc):
+    one = mixlib.decompose(tiny_enc, TEXTS, batch_size=32, progress=False)
+    chunked = mixlib.decompose(tiny_enc, TEXTS, batch_size=1, progress=False)
+    for name in (*mx.METRICS, *mx.VECTOR_FIELDS):
+        torch.testing.assert_close(getattr(chunked, name), getattr(one, name), atol=1e-5, rtol=1e-5, equal_nan=True, msg=name)
+    assert torch.equal(chunked.input_ids, one.input_ids)
+
+
+def test_layer_subset(tiny_enc):
+    full = mixlib.decompose(tiny_enc, TEXTS, progress=False)
+    sub = mixlib.decompose(tiny_enc, TEXTS, layers=[1], progress=False)
+    assert sub.layers == (1,) and sub.n_layers == 1 and sub.row(1) == 0
+    torch.testing.assert_close(sub.ratio[0], full.ratio[1], equal_nan=True)
+    torch.testing.assert_close(sub.mix[0], full.mix[1], equal_nan=True)
+    first = mixlib.decompose(tiny_enc, TEXTS, layers=0, progress=False)
+    torch.testing.assert_close(first.ratio[0], full.ratio[0], equal_nan=True)
+    with pytest.raises(ValueError, match="not analysed"):
+        sub.row(0)
+
+
+@pytest.mark.parametrize("layers", [2, -1, [0, 5], [0, 0], []])
+def test_layer_out_of_range(tiny_enc, layers):
+    with pytest.raises(ValueError, match="out of range|duplicates|empty"):
+        mixlib.decompose(tiny_enc, TEXTS, layers=layers)
+
+
+def test_vectors_option(tiny_enc, monkeypatch):
+    m = mixlib.decompose(tiny_enc, TEXTS, vectors=False, progress=False)
+    assert m.mix is None and not m.has_vectors and m.ratio is not None
+    with pytest.raises(ValueError, match="not kept"):
+        m.reconstruct()
+    ref = mixlib.decompose(tiny_enc, TEXTS, vectors=True, progress=False)
+    torch.testing.assert_close(m.ratio, ref.ratio, equal_nan=True)
+
+    monkeypatch.setattr(mx, "VECTOR_LIMIT_BYTES", 1000)
+    with pytest.warns(UserWarning, match="keeping only norms and ratios"):
+        auto = mixlib.decompose(tiny_enc, TEXTS, progress=False)
+    assert auto.mix is None
+    monkeypatch.setattr(mx, "_available_memory", lambda: 1000)
+    with pytest.raises(MemoryError, match="vectors=False"):
+        mixlib.decompose(tiny_enc, TEXTS, vectors=True, progress=False)
+    with pytest.raises(TypeError, match="vectors"):
+        mixlib.decompose(tiny_enc, TEXTS, vectors="yes")
+
+
+def test_progress_bar(tiny_enc, capsys):
+    mixlib.decompose(tiny_enc, TEXTS, batch_size=1, progress=True)
+    assert "decompose" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu():  # pragma: no cover - runs where a GPU is present
+    cpu = make_random_encoder(seed=5)
+    gpu = make_random_encoder(seed=5)
+    gpu = mixlib.Encoder.from_model(gpu.model, gpu.tokenizer, name="gpu", device="cuda")
+    a = mixlib.decompose(cpu, TEXTS, progress=False)
+    b = mixlib.decompose(gpu, TEXTS, progress=False)
+    assert b.ratio.device.type == "cpu" and b.mix.device.type == "cpu"
+    torch.testing.assert_close(b.ratio, a.ratio, atol=1e-4, rtol=1e-4, equal_nan=True)
+
+
+# ---------------------------------------------------------------------------
+# the self-checks fail loudly
+# ---------------------------------------------------------------------------
+
+
+def test_self_check_catches_dropout():
+    enc = make_random_encoder(seed=7)  # attention dropout 0.1
+    enc.model.train()
+    try:
+        torch.manual_seed(0)
+        with pytest.raises(RuntimeError, match=r"layer 0: attention weights"):
+            mixlib.decompose(enc, TEXTS, progress=False)
+    finally:
+        enc.model.eval()
+    assert not enc.module(0, "attn_norm")._forward_hooks  # hooks removed after the error
+
+
+def test_self_check_catches_wrong_layernorm_output():
+    enc = make_random_encoder(seed=8)
+    # a hook registered before decompose's own shifts what the LayerNorm of layer 1 returns
+    h = enc.module(1, "attn_norm").register_forward_hook(lambda mod, a, out: out + 1e-2)
+    try:
+        with pytest.raises(RuntimeError, match=r"layer 1: mix \+ keep_attn \+ keep_res \+ bias differs"):
+            mixlib.decompose(enc, TEXTS, progress=False)
+    finally:
+        h.remove()
+
+
+# ---------------------------------------------------------------------------
+# bad input
+# ---------------------------------------------------------------------------
+
+
+def test_bad_inputs(tiny_enc):
+    with pytest.raises(ValueError, match="empty"):
+        mixlib.decompose(tiny_enc, [])
+    with pytest.raises(TypeError, match=r"texts\[1\]"):
+        mixlib.decompose(tiny_enc, ["fine", 3])
+    with pytest.raises(ValueError, match="unexpected key"):
+        mixlib.decompose(tiny_enc, {"input_ids": torch.tensor([[101, 102]]), "labels": torch.tensor([[0, 0]])})
+    with pytest.raises(ValueError, match="outside"):
+        mixlib.decompose(tiny_enc, {"input_ids": torch.tensor([[101, 10**6, 102]])})
+    with pytest.raises(ValueError, match="no real token"):
+        mixlib.decompose(tiny_enc, {"input_ids": torch.tensor([[101, 102]]), "attention_mask": torch.tensor([[0, 0]])})
+    with pytest.raises(TypeError, match="integers"):
+        mixlib.decompose(tiny_enc, {"input_ids": torch.tensor([[1.0, 2.0]])})
+    with pytest.raises(ValueError, match="batch_size"):
+        mixlib.decompose(tiny_enc, TEXTS, batch_size=0)
+
+
+def test_long_text_truncated_with_warning(tiny_enc):
+    long = " ".join(["word"] * 600)
+    with pytest.warns(UserWarning, match="truncated to 512"):
+        m = mixlib.decompose(tiny_enc, [long, "short text."], vectors=False, progress=False)
+    assert m.n_tokens == 512 and (m.max_error <= 1e-4).all()
+
+
+def test_tokenized_dict_without_mask(tiny_enc):
+    ids = tokenize(tiny_enc, [TEXTS[0]])["input_ids"]
+    a = mixlib.decompose(tiny_enc, {"input_ids": ids}, progress=False)
+    b = mixlib.decompose(tiny_enc, {"input_ids": ids[0].tolist()}, progress=False)  # 1-D list works too
+    torch.testing.assert_close(a.ratio, b.ratio)
+
+
+# ---------------------------------------------------------------------------
+# tables
+# ---------------------------------------------------------------------------
+
+
+def test_mixing_table_per_sequence_then_mean(tiny_enc):
+    batch = mixlib.mask_tokens(tiny_enc, TEXTS + ["A, b. C, d."], seed=2)
+    m = mixlib.decompose(tiny_enc, batch, vectors=False, progress=False)
+    table = mixlib.mixing_table(m)
+    assert list(table.columns) == ["全体", *CATEGORY_ORDER]
+    assert list(table.index) == [0, 1] and table.index.name == "layer"
+    # independent: pandas groupby on the long frame
+    df = m.to_frame(["ratio"])
+    assert len(df) == 2 * int(m.real.sum())
+    per_seq = df.groupby(["layer", "category", "seq"])["ratio"].mean().groupby(["layer", "category"]).mean() * 100
+    for (layer, cat), val in per_seq.items():
+        assert table.loc[layer, cat] == pytest.approx(val, rel=1e-6), (layer, cat)
+    overall = df.groupby(["layer", "seq"])["ratio"].mean().groupby("layer").mean() * 100
+    np.testing.assert_allclose(table["全体"].to_numpy(), overall.to_numpy(), rtol=1e-6)
+    # a category present in only some sequences is averaged over those only
+    assert (batch["input_ids"] == tiny_enc.tokenizer.convert_tokens_to_ids(",")).any(1).sum() < len(TEXTS) + 1
+    # norms are not percent by default; fractions on request
+    norms = mixlib.mixing_table(m, metric="norm_res")
+    dfn = m.to_frame(["norm_res"])
+    expected = dfn.groupby(["layer", "seq"])["norm_res"].mean().groupby("layer").mean()
+    np.testing.assert_allclose(norms["全体"].to_numpy(), expected.to_numpy(), rtol=1e-6)
+    frac = mixlib.mixing_table(m, percent=False)
+    np.testing.assert_allclose(frac.to_numpy() * 100, table.to_numpy(), rtol=1e-12)
+    with pytest.raises(ValueError, match="unknown metric"):
+        mixlib.mixing_table(m, metric="nope")
+    with pytest.raises(ValueError, match="by="):
+        mixlib.mixing_table(m, by="head")
+
+
+def test_mixing_table_absent_category_is_nan(tiny_enc):
+    m = mixlib.decompose(tiny_enc, ["no mask here"], progress=False)
+    table = mixlib.mixing_table(m)
+    assert table["[MASK]"].isna().all() and table["句読点"].isna().all()
+    assert table["[CLS]"].notna().all()
+
+
+def test_mixing_summary_pooled(tiny_enc):
+    m = mixlib.decompose(tiny_enc, TEXTS, vectors=False, progress=False)
+    s = mixlib.mixing_summary(m)
+    assert list(s.index) == ["Attn-W", "Attn-N", "AttnRes-W", "AttnRes-N", "AttnResLn-N"]
+    assert list(s.columns) == ["mean", "max", "min"]
+    df = m.to_frame()
+    for metric, name in mx.RATIO_METRICS.items():
+        assert s.loc[name, "mean"] == pytest.approx(df[metric].mean() * 100, rel=1e-6)
+        assert s.loc[name, "max"] == pytest.approx(df[metric].max() * 100, rel=1e-6)
+        assert s.loc[name, "min"] == pytest.approx(df[metric].min() * 100, rel=1e-6)
+    assert s.loc["AttnRes-W", "mean"] == pytest.approx(s.loc["Attn-W", "mean"] / 2, rel=1e-6)
+    frac = mixlib.mixing_summary(m, percent=False)
+    assert frac.loc["AttnResLn-N", "mean"] * 100 == pytest.approx(s.loc["AttnResLn-N", "mean"])
+
+
+def test_mixing_helpers(tiny_enc):
+    m = mixlib.decompose(tiny_enc, TEXTS, progress=False)
+    assert m.tokens(0)[0] == "[CLS]" and m.tokens(0)[-1] == "[SEP]"
+    assert m.tokens(-1) == m.tokens(2)
+    with pytest.raises(IndexError):
+        m.tokens(3)
+    assert m.categories.shape == tuple(m.input_ids.shape)
+    assert m.categories[0, 0] == "[CLS]"
+    assert "Mixing(" in repr(m) and m.model_name == tiny_enc.name
+    with pytest.raises(ValueError, match="unknown metric"):
+        m.metric("bogus")
+    assert isinstance(m.to_frame(["ratio"]), pd.DataFrame)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mixlib.mixing_table(m)  # no RuntimeWarning from NaN handling
