@@ -1,0 +1,144 @@
+"""mixlib.data: tokenisation with validation, deterministic [MASK]ing, token categories."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mixlib
+from mixlib.data import PAD_CATEGORY, category_names, mask_tokens, token_categories, tokenize
+from mixlib.plots import CATEGORY_ORDER
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog near the river bank today.",
+    "Tokyo is the capital of Japan, and Kyoto was the old capital for a thousand years.",
+    "Hi.",
+]
+
+
+def _ordinary(tok, batch):
+    """Non-special, non-padding positions, decided from the token ids (not from the tokenizer's mask)."""
+    special = torch.tensor(tok.all_special_ids)
+    return batch["attention_mask"].bool() & ~torch.isin(batch["input_ids"], special)
+
+
+def test_mask_tokens_rate_and_where(tiny_enc):
+    tok = tiny_enc.tokenizer
+    plain = tokenize(tiny_enc, TEXTS, max_length=128)
+    batch = mask_tokens(tiny_enc, TEXTS, rate=0.12, seed=0)
+    assert torch.equal(batch["attention_mask"], plain["attention_mask"])
+    changed = batch["input_ids"] != plain["input_ids"]
+    assert torch.equal(changed, batch["masked"])
+    assert (batch["input_ids"][changed] == tok.mask_token_id).all()
+    ordinary = _ordinary(tok, plain)
+    assert not (changed & ~ordinary).any(), "only ordinary tokens may be masked"
+    for i in range(len(TEXTS)):
+        n = int(ordinary[i].sum())
+        assert int(changed[i].sum()) == max(1, int(np.floor(0.12 * n + 0.5))), i
+    assert int(changed[2].sum()) == 1  # "Hi." has 2 ordinary tokens: still one mask
+
+
+def test_mask_tokens_deterministic_and_seeded(tiny_enc):
+    a = mask_tokens(tiny_enc, TEXTS, seed=0)
+    b = mask_tokens(tiny_enc, TEXTS, seed=0)
+    c = mask_tokens(tiny_enc, TEXTS, seed=1)
+    assert torch.equal(a["input_ids"], b["input_ids"])
+    assert not torch.equal(a["masked"], c["masked"])
+    # a sequence's masks do not depend on what else is in the batch
+    alone = mask_tokens(tiny_enc, TEXTS[:1], seed=0)
+    n = alone["input_ids"].shape[1]
+    assert torch.equal(alone["input_ids"][0], a["input_ids"][0, :n])
+
+
+def test_mask_tokens_rate_statistics(tiny_enc):
+    text = " ".join(f"word{i}" for i in range(100))
+    batch = mask_tokens(tiny_enc, [text], rate=0.3, seed=4, max_length=512)
+    n = int(_ordinary(tiny_enc.tokenizer, tokenize(tiny_enc, [text]))[0].sum())
+    assert int(batch["masked"].sum()) == round(0.3 * n)
+
+
+def test_mask_tokens_usable_by_decompose(tiny_enc):
+    batch = mask_tokens(tiny_enc, TEXTS)
+    m = mixlib.decompose(tiny_enc, batch, progress=False)
+    assert (m.categories[batch["masked"].numpy()] == "[MASK]").all()
+
+
+def test_pairs(tiny_enc):
+    tok = tiny_enc.tokenizer
+    batch = mask_tokens(tiny_enc, [("Is it raining?", "No, it is sunny."), ("Yes.", "Good.")], seed=0)
+    ids, tt, am = batch["input_ids"][0], batch["token_type_ids"][0], batch["attention_mask"][0]
+    n = int(am.sum())
+    seps = torch.nonzero(ids[:n] == tok.sep_token_id).flatten().tolist()
+    assert ids[0] == tok.cls_token_id and len(seps) == 2 and seps[-1] == n - 1
+    assert (tt[: seps[0] + 1] == 0).all() and (tt[seps[0] + 1 : n] == 1).all()
+    assert int(batch["masked"][0].sum()) >= 1
+    with pytest.raises(TypeError, match="pair"):
+        tokenize(tiny_enc, [("a", "b"), "c"])
+    with pytest.raises(ValueError, match="empty sentence"):
+        tokenize(tiny_enc, [("a", " ")])
+
+
+def test_truncation_warns(tiny_enc):
+    long = " ".join(["word"] * 300)
+    with pytest.warns(UserWarning, match="1 of 2 text.*truncated to 128"):
+        batch = mask_tokens(tiny_enc, [long, "short."])
+    assert batch["input_ids"].shape[1] == 128
+    assert batch["input_ids"][0, -1] == tiny_enc.tokenizer.sep_token_id  # still ends with [SEP]
+    with pytest.warns(UserWarning, match="truncated to 512"):
+        out = tokenize(tiny_enc, [" ".join(["word"] * 700)])
+    assert out["input_ids"].shape == (1, 512)
+    with pytest.warns(UserWarning, match="truncated"):
+        pairs = tokenize(tiny_enc, [(long, long)], max_length=64)
+    assert pairs["input_ids"].shape[1] == 64
+
+
+def test_bad_inputs(tiny_enc):
+    with pytest.raises(ValueError, match="empty"):
+        tokenize(tiny_enc, [])
+    with pytest.raises(ValueError, match="empty"):
+        mask_tokens(tiny_enc, [])
+    with pytest.raises(TypeError, match=r"texts\[1\].*str"):
+        mask_tokens(tiny_enc, ["ok", None])
+    with pytest.raises(TypeError, match=r"texts\[0\]"):
+        tokenize(tiny_enc, [b"bytes"])
+    with pytest.raises(ValueError, match=r"texts\[1\] is empty"):
+        tokenize(tiny_enc, ["ok", "   "])
+    with pytest.raises(TypeError, match="list of strings"):
+        tokenize(tiny_enc, {"a": 1})
+    for rate in (0, 1, 1.5, -0.1, "0.1", True):
+        with pytest.raises(ValueError, match="rate"):
+            mask_tokens(tiny_enc, TEXTS, rate=rate)
+    with pytest.raises(ValueError, match="seed"):
+        mask_tokens(tiny_enc, TEXTS, seed=-1)
+    with pytest.raises(ValueError, match="max_length"):
+        mask_tokens(tiny_enc, TEXTS, max_length=1000)
+    with pytest.raises(TypeError, match="max_length"):
+        tokenize(tiny_enc, TEXTS, max_length=12.5)
+
+
+def test_single_string_is_one_text(tiny_enc):
+    a = tokenize(tiny_enc, "The cat sat.")
+    b = tokenize(tiny_enc, ["The cat sat."])
+    assert torch.equal(a["input_ids"], b["input_ids"])
+
+
+def test_token_categories(tiny_enc):
+    tok = tiny_enc.tokenizer
+    batch = tokenize(tiny_enc, ["Well, the cat sat.", "Hi"])
+    ids = batch["input_ids"].clone()
+    ids[0, 2] = tok.mask_token_id
+    cats = token_categories(tiny_enc, ids, batch["attention_mask"])
+    toks = tok.convert_ids_to_tokens(ids[0].tolist())
+    expected = []
+    for t in toks:
+        expected.append({"[CLS]": "[CLS]", "[SEP]": "[SEP]", "[MASK]": "[MASK]", ".": "句読点", ",": "句読点"}.get(t, "その他"))
+    assert cats[0].tolist() == expected
+    n1 = int(batch["attention_mask"][1].sum())
+    assert (cats[1, n1:] == PAD_CATEGORY).all() and cats[1, 0] == "[CLS]"
+    # without a mask, the pad id marks padding; a tokenizer works in place of the encoder
+    assert (token_categories(tok, ids) == cats).all()
+    assert token_categories(tiny_enc, ids[0]).shape == (ids.shape[1],)
+    assert category_names() == tuple(CATEGORY_ORDER)
+    with pytest.raises(ValueError, match="shape"):
+        token_categories(tiny_enc, ids, batch["attention_mask"][:, :2])
