@@ -124,6 +124,9 @@ def compare(ours: Any, paper: Any) -> Any:
     rows = [r for r in paper.index if r in ours.index]
     if not rows:
         raise ValueError(f"the tables share no row: ours has {list(ours.index)}, the paper {list(paper.index)}.")
+    cols = [c for c in paper.columns if c in ours.columns and paper[c].notna().any()]
+    if not cols:
+        raise ValueError(f"no column of the paper's table is in ours: {list(paper.columns)} vs {list(ours.columns)}.")
     if len(rows) != len(paper.index) or len(rows) != len(ours.index):
         warnings.warn(
             f"comparing only the {len(rows)} rows both tables have (ours: {len(ours.index)}, paper: {len(paper.index)}); "
@@ -131,9 +134,6 @@ def compare(ours: Any, paper: Any) -> Any:
             UserWarning,
             stacklevel=2,
         )
-    cols = [c for c in paper.columns if c in ours.columns and paper[c].notna().any()]
-    if not cols:
-        raise ValueError(f"no column of the paper's table is in ours: {list(paper.columns)} vs {list(ours.columns)}.")
     p = paper.loc[rows, cols].astype(float)
     o = ours.loc[rows, cols].astype(float)
     # a fraction table against a percent table is the easiest mistake to make here

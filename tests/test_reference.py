@@ -1,0 +1,78 @@
+"""mixlib.reference: the papers' numbers as data, and the paper-vs-ours comparison."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mixlib import reference as R
+from mixlib.plots import CATEGORY_ORDER
+
+
+def test_available_and_sources():
+    assert "kobayashi2021" in R.available()
+    src = R.source()
+    assert "EMNLP 2021" in src["summary"] and "Table 1" in src["summary"]
+    assert "言語処理学会" in src["per_layer"] and "図2" in src["per_layer"]
+    ref = R.load_reference()
+    assert ref["model"] == "bert-base-uncased" and "992" in ref["data"] and ref["unit"] == "percent"
+    ref["model"] = "changed"
+    assert R.load_reference()["model"] == "bert-base-uncased"  # callers get a copy
+    with pytest.raises(ValueError, match="available"):
+        R.load_reference("nope")
+
+
+def test_paper_table_shape_and_prose():
+    t = R.paper_table()
+    assert list(t.columns) == ["全体", *CATEGORY_ORDER]
+    assert list(t.index) == list(range(12)) and t.index.name == "layer"
+    assert t[["句読点", "その他"]].isna().all().all()
+    # what the paper's prose says about its Fig. 2 (seed text, section 4.2)
+    assert t["全体"].min() == 11 and t["全体"].max() == 24  # 「"全体"で 11~24%」
+    assert t.loc[11, "[CLS]"] == 39 and t["[CLS]"].idxmax() == 11  # 「[CLS] では…最終層でのみ 39%」
+    assert t.loc[5:8, "[MASK]"].between(25, 30).all()  # 「[MASK] では、中盤層で 25~30%」
+    assert t.loc[0:3, "全体"].mean() > t.loc[8:11, "全体"].mean()  # 前半層の方が混ぜる作用が強い
+    with pytest.raises(ValueError, match="metric"):
+        R.paper_table(metric="attn_n")
+
+
+def test_paper_summary():
+    s = R.paper_summary()
+    assert list(s.index) == ["Attn-W", "Attn-N", "AttnRes-W", "AttnRes-N", "AttnResLn-N"]
+    assert list(s.columns) == ["mean", "max", "min"]
+    row = s.loc["AttnResLn-N"]
+    assert row["min"] < row["mean"] < row["max"]
+    assert s["mean"].notna().all() and s.loc["Attn-W", ["max", "min"]].isna().all()
+    # AttnRes-W is Attn-W / 2 by definition; the published means agree
+    assert s.loc["AttnRes-W", "mean"] == pytest.approx(s.loc["Attn-W", "mean"] / 2, abs=0.01)
+
+
+def test_compare():
+    paper = R.paper_table()
+    ours = paper.copy()
+    ours.loc[:, :] = np.arange(ours.size, dtype=float).reshape(ours.shape)
+    c = R.compare(ours, paper)
+    assert list(c.columns.get_level_values(0).unique()) == ["全体", "[CLS]", "[SEP]", "[MASK]"]
+    assert list(c.columns.get_level_values(1)[:3]) == ["paper", "ours", "diff"]
+    np.testing.assert_allclose(c[("[MASK]", "diff")], ours["[MASK]"] - paper["[MASK]"])
+    np.testing.assert_allclose(c[("全体", "paper")], paper["全体"])
+
+    with pytest.warns(UserWarning, match="only the 6 rows"):
+        six = R.compare(ours.iloc[:6], paper)
+    assert len(six) == 6
+    with pytest.warns(UserWarning, match="fractions"):
+        R.compare(ours / ours.to_numpy().max(), paper)
+    with pytest.raises(ValueError, match="share no row"):
+        R.compare(ours.set_index(ours.index + 100), paper)
+    with pytest.raises(ValueError, match="no column"):
+        R.compare(pd.DataFrame({"x": [1.0]}, index=[0]), paper)
+
+
+def test_compare_summary_with_real_result(tiny_enc):
+    import mixlib
+
+    m = mixlib.decompose(tiny_enc, ["The cat sat on the mat.", "A dog ran."], vectors=False, progress=False)
+    c = R.compare(mixlib.mixing_summary(m), R.paper_summary())
+    assert c.loc["AttnResLn-N", ("mean", "paper")] == 18.75
+    assert c.loc["AttnResLn-N", ("mean", "diff")] == pytest.approx(c.loc["AttnResLn-N", ("mean", "ours")] - 18.75)
