@@ -95,6 +95,16 @@ def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
     return int(value)
 
 
+def _pca(X: np.ndarray, k: int):
+    """An exact (not randomized) PCA in float64: ``covariance_eigh`` where scikit-learn has it (>= 1.5), else ``full``."""
+    import sklearn
+    from sklearn.decomposition import PCA
+
+    major, minor = (int(x) for x in sklearn.__version__.split(".")[:2])
+    solver = "covariance_eigh" if (major, minor) >= (1, 5) else "full"
+    return PCA(n_components=k, svd_solver=solver).fit(np.asarray(X, dtype=np.float64))
+
+
 def principal_angles(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Principal angles (degrees, ascending) between the column spaces of ``A`` (D, k) and ``B`` (D, m).
 
@@ -137,12 +147,12 @@ def positional_orthogonality(
 
     Notes
     -----
-    The raw embedding matrices are used (no LayerNorm, no token-type
+    PCA is exact (float64, no randomized solver), so coordinates and angles
+    are reproducible. The raw embedding matrices are used (no LayerNorm, no token-type
     embedding), as in the paper. Cosines are computed in float32 from
     unit-normalised rows and clipped to ``[-1, 1]``; sums are accumulated in
     float64.
     """
-    from sklearn.decomposition import PCA
     import pandas as pd
 
     W = enc.word_embeddings().numpy().astype(np.float32)  # (V, D)
@@ -156,9 +166,9 @@ def positional_orthogonality(
     chunk = _int_arg("chunk", chunk, 1, 10**9)
 
     # -- joint PCA for the picture ------------------------------------------
-    pca = PCA(n_components=n_components, random_state=0).fit(np.vstack([W, Pm]))
-    word_coords = pca.transform(W).astype(np.float32)  # (V, n)
-    pos_coords = pca.transform(Pm).astype(np.float32)  # (P, n)
+    pca = _pca(np.vstack([W, Pm]), n_components)
+    word_coords = pca.transform(W.astype(np.float64)).astype(np.float32)  # (V, n)
+    pos_coords = pca.transform(Pm.astype(np.float64)).astype(np.float32)  # (P, n)
 
     # -- cosines of all pairs, streamed over the vocabulary -------------------
     wn = np.linalg.norm(W, axis=1)  # (V,)
@@ -173,24 +183,34 @@ def positional_orthogonality(
     cand_val: list[np.ndarray] = []
     cand_w: list[np.ndarray] = []
     cand_p: list[np.ndarray] = []
+    all_ok = bool((wn > 0).all() and pos_ok.all())
     for s in range(0, V, chunk):
         C = np.clip(Wu[s : s + chunk] @ Pu.T, -1.0, 1.0)  # (c, P)
-        ok = (wn[s : s + chunk] > 0)[:, None] & pos_ok[None, :]  # (c, P)
-        vals = C[ok]
+        if all_ok:
+            vals = C.ravel()
+            A = np.abs(C)  # (c, P)
+        else:
+            ok = (wn[s : s + chunk] > 0)[:, None] & pos_ok[None, :]  # (c, P)
+            vals = C[ok]
+            A = np.where(ok, np.abs(C), -1.0)  # excluded pairs can never be among the largest
         hist += np.histogram(vals, bins=bins, range=(-1.0, 1.0))[0]  # same edges as `edges`, fast uniform path
-        v64 = vals.astype(np.float64)
-        s1 += float(v64.sum())
-        s_abs += float(np.abs(v64).sum())
-        s2 += float((v64 * v64).sum())
+        s1 += float(vals.sum(dtype=np.float64))
+        s_abs += float(np.abs(vals).sum(dtype=np.float64))
+        s2 += float(np.dot(vals.astype(np.float64), vals.astype(np.float64)))
         count += int(vals.size)
         if n_top:
-            A = np.where(ok, np.abs(C), -1.0).ravel()
-            m = min(n_top, A.size)
-            part = np.argpartition(-A, m - 1)[:m]
-            part = part[A[part] >= 0]
-            cand_val.append(C.ravel()[part])
-            cand_w.append(part // P + s)
-            cand_p.append(part % P)
+            # the n largest |cos| of this chunk lie in the n rows with the largest row maximum
+            rmax = A.max(axis=1)  # (c,)
+            m = min(n_top, rmax.size)
+            rows = np.argpartition(-rmax, m - 1)[:m]  # (m,)
+            sub = A[rows].ravel()  # (m * P,)
+            mm = min(n_top, sub.size)
+            part = np.argpartition(-sub, mm - 1)[:mm]
+            part = part[sub[part] >= 0]
+            r, c = rows[part // P], part % P
+            cand_val.append(C[r, c])
+            cand_w.append(r + s)
+            cand_p.append(c)
     mean = s1 / count if count else float("nan")
     var = max(s2 / count - mean * mean, 0.0) if count else float("nan")
 
@@ -208,13 +228,14 @@ def positional_orthogonality(
     if cls_id is None:
         cls_id = getattr(tok, "bos_token_id", None)
     if cls_id is not None and 0 <= cls_id < V and wn[cls_id] > 0 and pn[0] > 0:
-        cls_cos = float(np.dot(W[cls_id].astype(np.float64), Pm[0].astype(np.float64)) / (float(wn[cls_id]) * float(pn[0])))
+        a, b = W[cls_id].astype(np.float64), Pm[0].astype(np.float64)
+        cls_cos = float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
     else:
         cls_cos = float("nan")
 
     # -- principal angles between the two top-k PCA subspaces -----------------
-    Qw = PCA(n_components=top_k, random_state=0).fit(W).components_.T  # (D, k)
-    Qp = PCA(n_components=top_k, random_state=0).fit(Pm).components_.T  # (D, k)
+    Qw = _pca(W, top_k).components_.T  # (D, k)
+    Qp = _pca(Pm, top_k).components_.T  # (D, k)
     angles = principal_angles(Qw, Qp)
     rng = np.random.default_rng(0)
     rand = principal_angles(rng.standard_normal((D, top_k)), rng.standard_normal((D, top_k)))

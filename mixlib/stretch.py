@@ -140,7 +140,7 @@ class Stretch:
         if not isinstance(n, (int, np.integer)) or n < 1:
             raise ValueError(f"n={n!r}; expected a positive integer.")
         psi = self.get(which)[li, h]  # (V,)
-        order = np.argsort(np.where(np.isnan(psi), -np.inf, -psi), kind="stable")[: int(n)]
+        order = np.argsort(np.where(np.isnan(psi), np.inf, -psi), kind="stable")[: int(n)]  # NaN last
         return pd.DataFrame(
             {
                 "id": order,

@@ -1,0 +1,275 @@
+"""Vocabulary clusters (mixlib.clusters): types, determinism, cache, per-cluster psi."""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import mixlib
+from mixlib import cache
+from mixlib.cache import CacheWarning
+from mixlib.clusters import TYPES, find_cluster, token_type
+
+K = 12
+FAST = dict(max_iter=15)  # a few Lloyd iterations are enough for what is tested here
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXLIB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture(scope="module")
+def tiny_clusters(tiny_enc):
+    return mixlib.cluster_vocab(tiny_enc, k=K, seed=0, cache=False, **FAST)
+
+
+@pytest.fixture(scope="module")
+def tiny_stretch(tiny_enc):
+    return mixlib.norm_stretch(tiny_enc)
+
+
+# -- token types ----------------------------------------------------------------
+
+CASES = {
+    "the": "Words", "january": "Words", "1st": "Words", "1990s": "Words", "三": "Words", "é": "Words",
+    "##ing": "Subwords", "##9": "Subwords", "##°": "Subwords", "##s": "Subwords",
+    "1990": "Numbers", "7": "Numbers", "²": "Numbers", "½": "Numbers",
+    "!": "Symbols", ".": "Symbols", "$": "Symbols", "©": "Symbols", "°": "Symbols", "##": "Symbols", "#": "Symbols",
+    "[PAD]": "Special", "[unused0]": "Special", "[unused993]": "Special",
+    "[CLS]": "Tags", "[SEP]": "Tags", "[MASK]": "Tags", "[UNK]": "Tags",
+}
+
+
+@pytest.mark.parametrize("token,expected", sorted(CASES.items()))
+def test_type_rules(token, expected, tiny_enc):
+    assert token_type(token) == expected
+    assert token_type(token, tiny_enc.tokenizer) == expected
+
+
+def test_types_of_whole_vocabulary(tiny_clusters, tiny_enc):
+    toks = tiny_enc.tokenizer.convert_ids_to_tokens(list(range(tiny_enc.vocab_size)))
+    types = tiny_clusters.token_types
+    n_sub = sum(t.startswith("##") and len(t) > 2 for t in toks)
+    assert (types == "Subwords").sum() == n_sub
+    n_unused = sum(t.startswith("[unused") for t in toks)
+    assert (types == "Special").sum() == n_unused + 1  # + [PAD]
+    assert sorted(np.array(toks)[types == "Tags"]) == ["[CLS]", "[MASK]", "[SEP]", "[UNK]"]
+    assert all(t.isdigit() for t in np.array(toks)[types == "Numbers"] if t.isascii())
+    assert set(types) <= set(TYPES)
+
+
+# -- k-means ----------------------------------------------------------------------
+
+
+def test_clusters_are_consistent(tiny_clusters, tiny_enc):
+    c = tiny_clusters
+    V, D = tiny_enc.vocab_size, tiny_enc.d_model
+    assert c.labels.shape == (V,) and c.centroids.shape == (K, D) and c.sizes.sum() == V
+    E = tiny_enc.word_embeddings().numpy().astype(np.float64)
+    # every token sits in the cluster of its nearest centroid (independent E-step)
+    d2 = (E**2).sum(1)[:, None] - 2 * E @ c.centroids.T.astype(np.float64) + (c.centroids.astype(np.float64) ** 2).sum(1)
+    nearest = d2.argmin(1)
+    ok = (nearest == c.labels) | np.isclose(d2[np.arange(V), c.labels], d2.min(1), rtol=1e-5)
+    assert ok.all()
+    np.testing.assert_allclose(c.distances, np.linalg.norm(E - c.centroids[c.labels], axis=1), rtol=1e-5)
+    np.testing.assert_allclose(c.norms, np.linalg.norm(E, axis=1), rtol=1e-5)
+    # majority type per cluster, counted naively
+    for k in range(K):
+        counts = collections.Counter(c.token_types[c.labels == k])
+        best = max(counts.values())
+        assert c.cluster_types[k] == next(t for t in TYPES if counts.get(t, 0) == best)
+    # members are nearest-first
+    m = c.members(3)
+    assert set(m) == set(np.flatnonzero(c.labels == 3)) and np.all(np.diff(c.distances[m]) >= 0)
+
+
+def test_deterministic(tiny_enc, tiny_clusters):
+    again = mixlib.cluster_vocab(tiny_enc, k=K, seed=0, cache=False, **FAST)
+    np.testing.assert_array_equal(again.labels, tiny_clusters.labels)
+    np.testing.assert_array_equal(again.centroids, tiny_clusters.centroids)
+
+
+def test_bad_k(tiny_enc):
+    V = tiny_enc.vocab_size
+    with pytest.raises(ValueError, match=f"1..{V}"):
+        mixlib.cluster_vocab(tiny_enc, k=V + 1, cache=False)
+    with pytest.raises(ValueError, match="out of range"):
+        mixlib.cluster_vocab(tiny_enc, k=0, cache=False)
+    with pytest.raises(ValueError, match="integer"):
+        mixlib.cluster_vocab(tiny_enc, k=2.5, cache=False)
+    with pytest.raises(ValueError, match="seed"):
+        mixlib.cluster_vocab(tiny_enc, k=3, seed="0", cache=False)
+    with pytest.raises(ValueError, match="max_iter"):
+        mixlib.cluster_vocab(tiny_enc, k=3, max_iter=0, cache=False)
+
+
+def test_find_cluster(tiny_clusters):
+    c = tiny_clusters
+    for tok_id in (0, 1996, 2254, 29000):
+        assert find_cluster(c, c.tokens[tok_id]) == c.labels[tok_id]
+    assert c.find("january") == c.labels[c.tokens.index("january")]
+    with pytest.raises(KeyError, match="not in the vocabulary"):
+        find_cluster(c, "notaword_xyz")
+    t = c.table([find_cluster(c, "january")], n=4)
+    assert list(t.columns) == ["cluster", "type", "size", "tokens"] and "," in t["tokens"][0]
+    with pytest.raises(ValueError, match="out of range"):
+        c.samples(K)
+
+
+# -- cache ----------------------------------------------------------------------------
+
+
+def test_cache_round_trip(tiny_enc, isolated_cache):
+    first = mixlib.cluster_vocab(tiny_enc, k=5, seed=1, **FAST)
+    assert not first.from_cache
+    files = list(isolated_cache.glob("clusters-*.npz"))
+    assert len(files) == 1
+    t0 = time.perf_counter()
+    second = mixlib.cluster_vocab(tiny_enc, k=5, seed=1, **FAST)
+    elapsed = time.perf_counter() - t0
+    assert second.from_cache
+    np.testing.assert_array_equal(second.labels, first.labels)
+    np.testing.assert_array_equal(second.centroids, first.centroids)
+    assert second.inertia == first.inertia and second.n_iter == first.n_iter
+    np.testing.assert_array_equal(second.cluster_types, first.cluster_types)
+    print(f"cached reload: {elapsed:.3f} s")  # the < 1 s target is measured in benchmarks/bench_clusters.py
+    # another seed or k is another file, not a stale hit
+    other = mixlib.cluster_vocab(tiny_enc, k=5, seed=2, **FAST)
+    assert not other.from_cache and len(list(isolated_cache.glob("clusters-*.npz"))) == 2
+
+
+def _only_file(d):
+    files = list(d.glob("clusters-*.npz"))
+    assert len(files) == 1
+    return files[0]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garble", "foreign", "wrong_shape"])
+def test_corrupted_cache_is_recomputed(damage, tiny_enc, isolated_cache):
+    first = mixlib.cluster_vocab(tiny_enc, k=4, seed=0, **FAST)
+    path = _only_file(isolated_cache)
+    data = path.read_bytes()
+    if damage == "truncate":
+        path.write_bytes(data[: len(data) // 3])
+    elif damage == "garble":
+        path.write_bytes(data[:100] + bytes(b ^ 0x5A for b in data[100:400]) + data[400:])
+    elif damage == "foreign":
+        with open(path, "wb") as f:
+            np.savez(f, labels=np.zeros(10, dtype=np.int64), centroids=np.zeros((4, 3), np.float32))
+    else:  # a well-formed mixlib file with the right key but arrays of the wrong shape
+        key = None
+        with np.load(path, allow_pickle=False) as npz:
+            key = __import__("json").loads(str(npz["__key__"]))
+        cache.write_arrays("clusters", key, {"labels": np.zeros(7, np.int64), "centroids": np.zeros((4, 2), np.float32),
+                                             "inertia": np.float64(0), "n_iter": np.int64(1), "seconds": np.float64(0)})
+    with pytest.warns(CacheWarning, match="unusable"):
+        again = mixlib.cluster_vocab(tiny_enc, k=4, seed=0, **FAST)
+    assert not again.from_cache
+    np.testing.assert_array_equal(again.labels, first.labels)
+    # and the file was repaired: the next call loads it
+    assert mixlib.cluster_vocab(tiny_enc, k=4, seed=0, **FAST).from_cache
+
+
+def test_changed_weights_do_not_hit_cache(isolated_cache):
+    from conftest import make_random_encoder
+
+    a = make_random_encoder(layers=1, heads=2, d=16, seed=5)
+    b = make_random_encoder(layers=1, heads=2, d=16, seed=6)
+    object.__setattr__(b, "name", a.name)  # same name, other weights
+    mixlib.cluster_vocab(a, k=3, **FAST)
+    assert not mixlib.cluster_vocab(b, k=3, **FAST).from_cache
+    assert mixlib.cluster_vocab(a, k=3, **FAST).from_cache
+
+
+# -- tables ----------------------------------------------------------------------------
+
+
+def test_cluster_summary(tiny_clusters):
+    c = tiny_clusters
+    df = mixlib.cluster_summary(c)
+    assert list(df["type"]) == [*TYPES, "Total"]
+    body = df[df["type"] != "Total"]
+    assert body["n_clusters"].sum() == c.k and body["n_tokens"].sum() == len(c.labels)
+    tok_type = c.cluster_types[c.labels]
+    ref = pd.DataFrame({"t": tok_type, "norm": c.norms, "dist": c.distances}).groupby("t").mean()
+    for t, row in ref.iterrows():
+        got = df.set_index("type").loc[t]
+        assert got["mean_norm"] == pytest.approx(row["norm"], rel=1e-5)
+        assert got["mean_dist"] == pytest.approx(row["dist"], rel=1e-5)
+    total = df.set_index("type").loc["Total"]
+    assert total["tokens_per_cluster"] == pytest.approx(len(c.labels) / c.k)
+    assert total["mean_norm"] == pytest.approx(float(c.norms.mean()), rel=1e-5)
+
+
+def test_recluster(tiny_clusters):
+    up = mixlib.recluster_centroids(tiny_clusters, k=3, seed=0)
+    assert up.labels.shape == (K,) and set(up.labels) <= {0, 1, 2}
+    assert up.table["n_clusters"].sum() == K and up.table["n_tokens"].sum() == len(tiny_clusters.labels)
+    assert (up.table[list(TYPES)].sum(axis=1) == up.table["n_clusters"]).all()
+    for u in range(3):
+        assert up.table.loc[u, "n_clusters"] == (up.labels == u).sum()
+    with pytest.raises(ValueError, match="1..12"):
+        mixlib.recluster_centroids(tiny_clusters, k=K + 1)
+
+
+# -- per-cluster psi ---------------------------------------------------------------------------
+
+
+def test_cluster_stretch_vs_loop(tiny_stretch, tiny_clusters):
+    cs = mixlib.cluster_stretch(tiny_stretch, tiny_clusters)
+    L, H, V = tiny_stretch.shape
+    assert cs.shape == (L, H, K) and cs.dtype == np.float32
+    for l in range(L):
+        for h in range(H):
+            for k in range(K):
+                vals = tiny_stretch.psi_qkv[l, h, tiny_clusters.labels == k].astype(np.float64)
+                assert cs[l, h, k] == pytest.approx(np.nanmean(vals), rel=1e-5)
+    cq = mixlib.cluster_stretch(tiny_stretch, tiny_clusters, which="q")
+    assert cq[1, 2, 3] == pytest.approx(np.nanmean(tiny_stretch.psi_q[1, 2, tiny_clusters.labels == 3]), rel=1e-5)
+
+
+def test_cluster_stretch_bad_input(tiny_enc, tiny_clusters):
+    part = mixlib.norm_stretch(tiny_enc, tiny_enc.word_embeddings()[:100])
+    with pytest.raises(ValueError, match="same model"):
+        mixlib.cluster_stretch(part, tiny_clusters)
+
+
+def test_top_clusters_and_type_map(tiny_stretch, tiny_clusters):
+    cs = mixlib.cluster_stretch(tiny_stretch, tiny_clusters)
+    L, H, _ = cs.shape
+    df = mixlib.top_clusters(cs, tiny_clusters, layer=1, head=3, n=4)
+    assert list(df.columns) == ["cluster", "type", "size", "tokens", "psi"]
+    ref = np.argsort(-cs[1, 3], kind="stable")[:4]
+    np.testing.assert_array_equal(df["cluster"].to_numpy(), ref)
+    np.testing.assert_allclose(df["psi"].to_numpy(), cs[1, 3, ref])
+    assert list(df["type"]) == [tiny_clusters.cluster_types[c] for c in ref]
+    assert df["tokens"][0].split(", ")[0] == tiny_clusters.samples(ref[0], 1)[0]
+    tm = mixlib.type_map(cs, tiny_clusters, top=3)
+    assert tm.shape == (L, H)
+    for l in range(L):
+        for h in range(H):
+            order = np.argsort(-cs[l, h], kind="stable")[:3]
+            assert tm.loc[l, h] == tuple(tiny_clusters.cluster_types[order])
+    for bad in (dict(layer=L, head=0), dict(layer=0, head=H), dict(layer=-1, head=0)):
+        with pytest.raises(ValueError, match="out of range"):
+            mixlib.top_clusters(cs, tiny_clusters, **bad)
+    with pytest.raises(ValueError, match="shape"):
+        mixlib.top_clusters(cs[:, :, :3], tiny_clusters, 0, 0)
+    with pytest.raises(ValueError, match="top"):
+        mixlib.type_map(cs, tiny_clusters, top=0)
+
+
+def test_packaged_model_small_k(packaged_enc, isolated_cache):
+    c = mixlib.cluster_vocab(packaged_enc, k=8, seed=0, max_iter=10)
+    assert c.model == packaged_enc.name and c.labels.shape == (packaged_enc.vocab_size,)
+    assert sorted(np.array(c.tokens)[c.token_types == "Tags"]) == ["[CLS]", "[MASK]", "[SEP]", "[UNK]"]
+    assert (c.token_types == "Special").sum() == 995  # [PAD] + [unused0..993], as in the paper's Table 3
+    s = mixlib.cluster_summary(c)
+    assert s.set_index("type").loc["Total", "n_tokens"] == packaged_enc.vocab_size
+    assert mixlib.cluster_vocab(packaged_enc, k=8, seed=0, max_iter=10).from_cache

@@ -1,0 +1,203 @@
+"""Norm stretch psi (mixlib.stretch) against independent computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import mixlib
+from mixlib.stretch import PROJECTIONS, Stretch, StretchBounds
+
+from conftest import make_random_encoder
+
+
+def naive_psi(enc, X: np.ndarray, layer: int, role: str) -> np.ndarray:
+    """psi by the definition, one head at a time, in float64: (H, N)."""
+    lin = enc.module(layer, role)  # the nn.Linear itself, not Encoder.projection
+    Wf = lin.weight.detach().double().cpu().numpy()  # (D, D)
+    X = X.astype(np.float64)
+    d, dh, H = enc.d_model, enc.d_head, enc.n_heads
+    out = np.empty((H, X.shape[0]))
+    xn = np.sqrt((X * X).sum(axis=1))
+    for h in range(H):
+        P = Wf[h * dh : (h + 1) * dh]  # (d', D)
+        px = X @ P.T  # (N, d')
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[h] = (np.sqrt((px * px).sum(axis=1)) / math.sqrt(dh)) / (xn / math.sqrt(d))
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_stretch(tiny_enc):
+    return mixlib.norm_stretch(tiny_enc)
+
+
+@pytest.fixture(scope="module")
+def packaged_stretch(packaged_enc):
+    return mixlib.norm_stretch(packaged_enc)
+
+
+def test_psi_matches_per_head_loop(tiny_enc, tiny_stretch):
+    s = tiny_stretch
+    E = tiny_enc.word_embeddings().numpy()
+    L, H, V = tiny_enc.n_layers, tiny_enc.n_heads, tiny_enc.vocab_size
+    assert isinstance(s, Stretch)
+    assert s.shape == (L, H, V)
+    for arr in (s.psi_q, s.psi_k, s.psi_v, s.psi_qkv):
+        assert isinstance(arr, np.ndarray) and arr.dtype == np.float32 and arr.shape == (L, H, V)
+    for layer in range(L):
+        for role, arr in zip(PROJECTIONS, (s.psi_q, s.psi_k, s.psi_v)):
+            ref = naive_psi(tiny_enc, E, layer, role)
+            np.testing.assert_allclose(arr[layer], ref, rtol=2e-5, atol=0, equal_nan=True)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(s.psi_qkv, s.psi_q.astype(np.float64) * s.psi_k * s.psi_v, rtol=1e-5, equal_nan=True)
+    assert s.model == tiny_enc.name and s.layers == tuple(range(L))
+    assert s.tokens is not None and len(s.tokens) == V and s.tokens[tiny_enc.tokenizer.cls_token_id] == "[CLS]"
+
+
+def test_zero_vector_gives_nan_not_crash(tiny_enc, tiny_stretch):
+    # BertEmbeddings zero-initialises the padding row: x = 0 -> psi undefined -> NaN by the documented rule
+    E = tiny_enc.word_embeddings().numpy()
+    zero = np.flatnonzero(np.linalg.norm(E, axis=1) == 0)
+    assert len(zero) == tiny_stretch.n_zero >= 1
+    assert np.isnan(tiny_stretch.psi_qkv[:, :, zero]).all()
+    nonzero = np.setdiff1d(np.arange(E.shape[0]), zero)
+    assert np.isfinite(tiny_stretch.psi_qkv[:, :, nonzero]).all()
+    X = np.zeros((3, tiny_enc.d_model), dtype=np.float32)
+    X[1, 0] = 1.0
+    s = mixlib.norm_stretch(tiny_enc, X)
+    assert np.isnan(s.psi_q[:, :, [0, 2]]).all() and np.isfinite(s.psi_q[:, :, 1]).all() and s.n_zero == 2
+
+
+def test_layers_subset_and_chunking_agree(tiny_enc, tiny_stretch):
+    s1 = mixlib.norm_stretch(tiny_enc, layers=[1], chunk=999)
+    assert s1.layers == (1,) and s1.shape[0] == 1
+    np.testing.assert_allclose(s1.psi_v[0], tiny_stretch.psi_v[1], rtol=1e-5, equal_nan=True)
+    s2 = mixlib.norm_stretch(tiny_enc, layers=1, chunk=None)
+    np.testing.assert_allclose(s2.psi_k[0], tiny_stretch.psi_k[1], rtol=1e-5, equal_nan=True)
+    assert s1.index(1) == 0
+    with pytest.raises(ValueError, match="not in this Stretch"):
+        s1.index(0)
+
+
+def test_custom_vectors(tiny_enc):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((50, tiny_enc.d_model)).astype(np.float32)
+    s = mixlib.norm_stretch(tiny_enc, torch.from_numpy(X))
+    assert s.tokens is None and s.shape == (tiny_enc.n_layers, tiny_enc.n_heads, 50)
+    np.testing.assert_allclose(s.psi_q[0], naive_psi(tiny_enc, X, 0, "query"), rtol=2e-5)
+    # psi does not depend on the length of x
+    s3 = mixlib.norm_stretch(tiny_enc, 3.7 * X)
+    np.testing.assert_allclose(s3.psi_qkv, s.psi_qkv, rtol=1e-5)
+
+
+def test_bad_input(tiny_enc, tiny_stretch):
+    with pytest.raises(ValueError, match="out of range"):
+        mixlib.norm_stretch(tiny_enc, layers=[tiny_enc.n_layers])
+    with pytest.raises(ValueError, match="out of range"):
+        mixlib.norm_stretch(tiny_enc, layers=[-1])
+    with pytest.raises(ValueError, match="empty"):
+        mixlib.norm_stretch(tiny_enc, layers=[])
+    with pytest.raises(ValueError, match="shape"):
+        mixlib.norm_stretch(tiny_enc, np.zeros((4, tiny_enc.d_model + 1)))
+    with pytest.raises(ValueError, match="NaN"):
+        mixlib.norm_stretch(tiny_enc, np.full((2, tiny_enc.d_model), np.nan))
+    with pytest.raises(ValueError, match="chunk"):
+        mixlib.norm_stretch(tiny_enc, chunk=0)
+    with pytest.raises(TypeError):
+        mixlib.norm_stretch(tiny_enc, "the")
+    with pytest.raises(ValueError, match="head"):
+        tiny_stretch.top_tokens(0, tiny_enc.n_heads)
+    with pytest.raises(ValueError, match="which"):
+        tiny_stretch.get("x")
+
+
+def test_top_tokens_is_sorted(tiny_stretch):
+    df = tiny_stretch.top_tokens(1, 2, n=7, which="q")
+    psi = tiny_stretch.psi_q[1, 2]
+    ref = np.sort(psi[np.isfinite(psi)])[::-1][:7]
+    np.testing.assert_allclose(df["psi_q"].to_numpy(), ref)
+    assert list(df["token"]) == [tiny_stretch.tokens[i] for i in df["id"]]
+
+
+# -- eigen bounds -------------------------------------------------------------
+
+
+def _check_bounds_cover(stretch: Stretch, bounds: StretchBounds) -> None:
+    for pi, arr in enumerate((stretch.psi_q, stretch.psi_k, stretch.psi_v)):
+        lo = bounds.psi_min[pi][:, :, None]  # (L, H, 1)
+        hi = bounds.psi_max[pi][:, :, None]
+        fin = np.isfinite(arr)
+        assert fin.sum() > 0
+        assert np.all(~fin | (arr <= hi * (1 + 1e-5))), "a psi exceeds the largest possible value"
+        assert np.all(~fin | (arr >= lo * (1 - 1e-5) - 1e-7)), "a psi is below the smallest possible value"
+
+
+def test_every_psi_within_bounds_tiny(tiny_enc, tiny_stretch):
+    b = mixlib.stretch_bounds(tiny_enc)
+    assert b.psi_min.shape == b.psi_max.shape == (3, tiny_enc.n_layers, tiny_enc.n_heads)
+    assert np.all(b.psi_min == 0)  # d' < d: P^T P is singular
+    _check_bounds_cover(tiny_stretch, b)
+
+
+def test_every_psi_within_bounds_packaged(packaged_enc, packaged_stretch):
+    b = mixlib.stretch_bounds(packaged_enc)
+    _check_bounds_cover(packaged_stretch, b)
+
+
+def test_eigenvalues_match_full_matrix(tiny_enc):
+    b = mixlib.stretch_bounds(tiny_enc)
+    d, dh = tiny_enc.d_model, tiny_enc.d_head
+    for pi, role in enumerate(PROJECTIONS):
+        W = tiny_enc.module(1, role).weight.detach().double().numpy()
+        for h in range(tiny_enc.n_heads):
+            P = W[h * dh : (h + 1) * dh]  # (d', D)
+            ev = np.linalg.eigvalsh(P.T @ P)  # (D,) the big D x D matrix, independently
+            np.testing.assert_allclose(np.sqrt(d / dh * ev[-1]), b.psi_max[pi, 1, h], rtol=1e-9)
+            np.testing.assert_allclose(ev[-dh:], b.eigenvalues[pi, 1, h], rtol=1e-7, atol=1e-10)
+            assert abs(ev[0]) < 1e-10  # rank <= d' < D
+            lo, hi = b.bounds(role[0], 1, h)
+            assert lo == 0.0 and hi == pytest.approx(b.psi_max[pi, 1, h])
+
+
+@pytest.mark.parametrize("enc_name", ["tiny", "packaged"])
+def test_top_eigenvector_attains_max(enc_name, tiny_enc, packaged_enc):
+    enc = tiny_enc if enc_name == "tiny" else packaged_enc
+    b = mixlib.stretch_bounds(enc)
+    L, H = enc.n_layers, enc.n_heads
+    X = b.top_vectors.reshape(3 * L * H, enc.d_model)  # (3*L*H, D) one row per (projection, layer, head)
+    np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0, rtol=1e-9)
+    s = mixlib.norm_stretch(enc, X.astype(np.float32))
+    for pi, arr in enumerate((s.psi_q, s.psi_k, s.psi_v)):
+        for l in range(L):
+            for h in range(H):
+                row = (pi * L + l) * H + h
+                assert arr[l, h, row] == pytest.approx(b.psi_max[pi, l, h], rel=1e-4)
+                # and it is the max over everything else measured in that head
+                assert arr[l, h].max() <= b.psi_max[pi, l, h] * (1 + 1e-5)
+    np.testing.assert_allclose(b.top_vector("k", 0, 1), b.top_vectors[1, 0, 1])
+
+
+def test_single_head_has_positive_min():
+    enc = make_random_encoder(layers=1, heads=1, d=24, seed=3)
+    b = mixlib.stretch_bounds(enc)
+    s = mixlib.norm_stretch(enc)
+    W = enc.module(0, "query").weight.detach().double().numpy()
+    ev = np.linalg.eigvalsh(W.T @ W)
+    assert b.psi_min[0, 0, 0] == pytest.approx(math.sqrt(ev[0]), rel=1e-7) and b.psi_min[0, 0, 0] > 0
+    _check_bounds_cover(s, b)
+
+
+def test_bounds_bad_input(tiny_enc):
+    b = mixlib.stretch_bounds(tiny_enc, layers=[0])
+    with pytest.raises(ValueError, match="projection"):
+        b.bounds("o", 0, 0)
+    with pytest.raises(ValueError, match="layer"):
+        b.top_vector("q", 1, 0)
+    with pytest.raises(ValueError, match="head"):
+        b.top_vector("q", 0, tiny_enc.n_heads)
+    with pytest.raises(ValueError, match="out of range"):
+        mixlib.stretch_bounds(tiny_enc, layers=[2])
