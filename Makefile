@@ -66,7 +66,13 @@ placeholders:
 
 # -W: any warning (failed notebook, broken cross-reference, missing citation) fails the build;
 # --keep-going reports all of them before failing. Notebooks run in full mode (MIXLIB_FAST unset).
-book: env vendor placeholders
+# Sphinx's saved environment goes stale when the table of contents changes (a KeyError at the next
+# build): drop it then. Executed notebooks stay cached in .jupyter_cache/.
+_build/.toc-stamp: _toc.yml _config.yml
+	rm -rf _build/.doctrees
+	@mkdir -p _build && touch $@
+
+book: env vendor placeholders _build/.toc-stamp
 	@mkdir -p _build
 	@start=$$(date +%s); rc=0; \
 	env -u MIXLIB_FAST $(VENV)/bin/jupyter-book build . --builder html -W --keep-going 2>&1 | tee $(BUILD_LOG) || rc=$$?; \

@@ -1,0 +1,121 @@
+"""Execute every chapter notebook top to bottom in a fresh kernel, in fast mode.
+
+One test per notebook (so pytest-xdist can spread them over workers). Each runs
+from ``notebooks/`` with ``MIXLIB_FAST=1`` (the parameters cell shrinks sizes)
+and ``HF_HUB_OFFLINE=1`` (the packaged model, no network). Besides "no cell
+raised", the executed notebook must show what a reader of the static book sees:
+no "Glyph ... missing from font" warning, at least one figure in a written
+chapter, and every widget preceded by a static figure and saved in the
+notebook's widget state.
+
+Time per notebook is reported by ``make test`` (pytest ``--durations``); the
+fast-mode budget (≤ 25 s per notebook here) is a target, not an assertion.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parent.parent
+NB_DIR = ROOT / "notebooks"
+NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
+#: seconds any single cell may take in fast mode before the test fails (a hang, not a slow cell)
+CELL_TIMEOUT = 300
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+#: what matplotlib warns when a glyph is missing ("Glyph 8722 (...) missing from font(s) IPAexGothic.")
+FONT_WARNING = "missing from font"
+
+
+def _text_of(output: dict) -> str:
+    """All text an output shows: stream text, tracebacks, text/plain."""
+    if output.get("output_type") == "stream":
+        return output.get("text", "")
+    if output.get("output_type") == "error":
+        return "\n".join(output.get("traceback", []))
+    data = output.get("data", {})
+    return str(data.get("text/plain", "")) + str(data.get("text/html", ""))
+
+
+def _execute(path: Path, monkeypatch) -> nbformat.NotebookNode:
+    # The kernel inherits this process's environment.
+    monkeypatch.setenv("MIXLIB_FAST", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(NB_DIR)}},
+        store_widget_state=True,
+    )
+    try:
+        client.execute()
+    except CellExecutionError as err:
+        pytest.fail(f"{path.name} failed in fast mode:\n{err}", pytrace=False)
+    return nb
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_in_fast_mode(path, monkeypatch):
+    nb = _execute(path, monkeypatch)
+    placeholder = "PLACEHOLDER" in path.read_text(encoding="utf-8")
+
+    images_so_far = 0
+    widget_models: list[str] = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        for out in cell.get("outputs", []):
+            text = _text_of(out)
+            assert FONT_WARNING not in text, (
+                f"{path.name} cell {i}: a figure uses a glyph the Japanese font lacks:\n{text[:500]}"
+            )
+            data = out.get("data", {})
+            if WIDGET_VIEW in data:
+                assert images_so_far > 0, (
+                    f"{path.name} cell {i} shows a widget with no static figure before it "
+                    "(the static book must show the widget's default state as a normal figure)"
+                )
+                widget_models.append(data[WIDGET_VIEW]["model_id"])
+            if "image/png" in data or "image/svg+xml" in data:
+                images_so_far += 1
+
+    if not placeholder:
+        assert images_so_far > 0, f"{path.name} draws no figure"
+    if widget_models:
+        state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+        missing = [m for m in widget_models if m not in state]
+        assert not missing, f"{path.name}: widget views without saved state (the static page cannot show them): {missing}"
+
+
+def test_font_warning_check_catches_a_real_warning(monkeypatch, tmp_path):
+    """The Glyph check above must be able to fail: a title with ⊙ (U+2299), which IPAexGothic lacks."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "import matplotlib.pyplot as plt\nfrom mixlib import plots\nplots.setup()\n"
+            "fig, ax = plt.subplots()\nax.plot([0, 1], [0, 1])\nax.set_title('要素ごとの積 \u2299')\nplt.show()"
+        )
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "glyph.ipynb"
+    nbformat.write(nb, path)
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    texts = [_text_of(o) for c in nb.cells for o in c.get("outputs", [])]
+    assert any(FONT_WARNING in t for t in texts), (
+        "expected matplotlib to warn about U+2299 with IPAexGothic; if the font gained the glyph, pick another one: "
+        + json.dumps(texts, ensure_ascii=False)[:500]
+    )

