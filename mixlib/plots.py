@@ -71,3 +71,702 @@ def caption(fig: plt.Figure | None, enc_or_name: Any, note: str = "") -> plt.Fig
         text += f"　{note}"
     fig.text(0.5, -0.01, text, ha="center", va="top", fontsize=9, color="#444444")
     return fig
+
+
+# ---------------------------------------------------------------------------
+# Part V figures (chapters 10-12): the analyses of Kobayashi et al. and Maeda et al.
+# Every function returns its Figure, already captioned with the model (caption()).
+# Layers and heads are labelled 0-based, as everywhere in code.
+# ---------------------------------------------------------------------------
+
+import numpy as _np
+
+__all__ += [
+    "COMPONENT_COLORS",
+    "COMPONENT_LABELS",
+    "draw_layer_diagram",
+    "plot_mixing_by_layer",
+    "plot_norm_heatmaps",
+    "plot_token_mixing",
+]
+
+#: The three parts of a LayerNorm output that chapter 10 compares (Kobayashi et al., eq. 4-6).
+COMPONENT_COLORS = {"mix": "#e4572e", "keep_attn": "#4c9be8", "keep_res": "#2e8b57"}
+COMPONENT_LABELS = {
+    "mix": "注意機構が混ぜる",
+    "keep_attn": "注意機構が残す",
+    "keep_res": "残差結合が残す",
+}
+
+
+def _new_axes(ax: Any = None, figsize: tuple[float, float] = (6.0, 4.0)) -> tuple[plt.Figure, Any]:
+    if ax is None:
+        fig, ax = plt.subplots(figsize=figsize)
+        return fig, ax
+    return ax.figure, ax
+
+
+def draw_layer_diagram(ax: Any = None) -> plt.Figure:
+    """One post-LN Transformer layer as a block diagram (after Kobayashi et al., Fig. 1).
+
+    Token vectors x_1 ... x_n enter at the bottom; attention mixes them into
+    token j (orange arrows from the others, a blue one from x_j itself), the
+    residual connection (green) carries x_j around the attention, LayerNorm
+    follows the sum, and the feed-forward block (grey: not decomposed in
+    chapter 10) comes last. The dashed frame marks what the chapter splits exactly.
+    Not model specific, so no model caption.
+    """
+    from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
+
+    fig, ax = _new_axes(ax, figsize=(7.2, 7.6))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(-0.3, 12.6)
+    ax.set_axis_off()
+
+    def box(x, y, w, h, text, fc, ec="#333333", fontsize=10, alpha=1.0, color="#111111"):
+        ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.08", fc=fc, ec=ec, lw=1.2, alpha=alpha))
+        ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=color)
+
+    def arrow(x0, y0, x1, y1, color="#333333", lw=1.4, style="-|>", ls="-", rad=0.0):
+        ax.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle=style, mutation_scale=12, color=color, lw=lw,
+                                     linestyle=ls, connectionstyle=f"arc3,rad={rad}"))
+
+    mix_c, keep_c, res_c = COMPONENT_COLORS["mix"], COMPONENT_COLORS["keep_attn"], COMPONENT_COLORS["keep_res"]
+    # the tokens
+    xs = [1.4, 2.7, 4.6, 6.2, 7.6]
+    labels = [r"$x_1$", r"$x_2$", r"$x_j$", r"$\cdots$", r"$x_n$"]
+    for x, lab in zip(xs, labels):
+        if lab == r"$\cdots$":
+            ax.text(x, 0.6, lab, ha="center", va="center", fontsize=13)
+            continue
+        fc = "#dbe9f7" if lab == r"$x_j$" else "#f2f2f2"
+        box(x, 0.6, 0.9, 0.7, lab, fc, fontsize=13)
+    ax.text(0.05, 0.6, "入力", ha="left", va="center", fontsize=8.5, color="#444444")
+    # attention
+    box(4.4, 3.2, 6.2, 1.2, "注意機構 (attention)\n" + r"$y^{\mathrm{attn}}_j=\sum_i f_j(x_i)$", "#fde9e1", fontsize=10)
+    for x, lab in zip(xs, labels):
+        if lab == r"$\cdots$":
+            continue
+        c = keep_c if lab == r"$x_j$" else mix_c
+        arrow(x, 0.98, 4.4 + (x - 4.4) * 0.55, 2.55, color=c, lw=2.0 if lab == r"$x_j$" else 1.4)
+    ax.text(1.0, 2.0, "ほかのトークンから\n混ぜる", color=mix_c, fontsize=8.5, ha="center")
+    ax.text(5.75, 1.75, "自分から\n残す", color=keep_c, fontsize=8.5, ha="center")
+    # residual: x_j around the attention to the sum
+    arrow(4.6, 0.22, 4.6, -0.1, color=res_c, lw=2.0, style="-")
+    arrow(4.6, -0.1, 8.9, -0.1, color=res_c, lw=2.0, style="-")
+    arrow(8.9, -0.1, 8.9, 5.2, color=res_c, lw=2.0, style="-")
+    arrow(8.9, 5.2, 4.75, 5.2, color=res_c, lw=2.0)
+    ax.text(9.1, 2.9, "残差結合 (residual)", color=res_c, fontsize=9, ha="left", va="center", rotation=90)
+    # the sum
+    arrow(4.4, 3.85, 4.4, 4.85)
+    ax.add_patch(Circle((4.4, 5.2), 0.33, fc="white", ec="#333333", lw=1.3))
+    ax.text(4.4, 5.2, "+", ha="center", va="center", fontsize=14)
+    # LayerNorm
+    arrow(4.4, 5.55, 4.4, 6.25)
+    box(4.4, 6.75, 4.6, 0.9, "層正規化 (LayerNorm)\n" + r"$\mathrm{LN}(y)=\frac{y-m(y)}{s(y)}\,\gamma+\beta$", "#e7f4e4", fontsize=9.5)
+    # the part chapter 10 decomposes
+    ax.add_patch(Rectangle((0.45, 1.6), 9.15, 5.85, fill=False, ec="#555555", lw=1.1, ls=(0, (5, 3))))
+    ax.text(9.6, 7.55, "破線の内側: この章で厳密に分解する範囲（式 4〜7）", fontsize=8.5, color="#555555", ha="right", va="bottom")
+    # feed-forward block (not decomposed)
+    grey = "#9e9e9e"
+    arrow(4.4, 7.2, 4.4, 8.25, color=grey)
+    box(4.4, 8.75, 4.6, 0.9, "順伝播層 (FFN)\n＋残差結合＋層正規化", "#f5f5f5", ec=grey, color="#666666", fontsize=9.5)
+    ax.text(7.0, 8.75, "この章では\n分解しない", fontsize=8.5, color="#777777", ha="left", va="center")
+    arrow(4.4, 9.2, 4.4, 10.35, color=grey)
+    box(4.4, 10.8, 3.4, 0.75, r"次の層への $x_j$", "#dbe9f7", fontsize=11)
+    ax.text(4.4, 12.0, "Transformer の 1 層（post-LN, BERT 型）", ha="center", fontsize=11.5)
+    return fig
+
+
+def plot_mixing_by_layer(
+    table: Any,
+    enc: Any,
+    *,
+    reference: Any = None,
+    reference_label: str = "論文の値（bert-base-uncased）",
+    ylabel: str = "混ぜる割合 (%)",
+    title: str | None = None,
+    note: str = "",
+) -> plt.Figure:
+    """Lines per token category over the layers (Kobayashi et al., Fig. 2 / Fig. 6).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        ``mixlib.mixing_table(...)``: index ``layer`` (0-based), columns 全体
+        and the categories of :data:`CATEGORY_ORDER`.
+    enc : Encoder or str
+        Named in the caption.
+    reference : pandas.DataFrame, optional
+        A second table of the same shape, drawn in a second panel titled
+        ``reference_label``: usually the paper's (``mixlib.reference.paper_table()``),
+        or the same measure under another setting. All-NaN columns are skipped.
+    ylabel, title, note : str
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    panels = [(table, title or f"本書の値（{model_label(enc)}）")]
+    if reference is not None:
+        panels.append((reference, reference_label))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.0), squeeze=False, sharey=True)
+    for ax, (tab, ttl) in zip(axes[0], panels):
+        for col in tab.columns:
+            y = tab[col].to_numpy(dtype=float)
+            if _np.all(_np.isnan(y)):
+                continue
+            overall = col == "全体"
+            ax.plot(tab.index, y, marker="o", ms=4 if overall else 3.5, lw=2.6 if overall else 1.5,
+                    color=CATEGORY_COLORS.get(col, "#555555"), label=col, zorder=3 if overall else 2)
+        ax.set_xlabel("層（0 始まり）")
+        ax.set_xticks(list(tab.index))
+        ax.set_title(ttl, fontsize=10)
+    axes[0][0].set_ylabel(ylabel)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.tight_layout()
+    fig.legend(handles, labels, fontsize=8.5, loc="center left", bbox_to_anchor=(1.0, 0.55), frameon=False)
+    return caption(fig, enc, note)
+
+
+def plot_norm_heatmaps(tables: Any, enc: Any, *, fmt: str = ".1f", cmap: str = "rocket_r", shared: bool = True, note: str = "") -> plt.Figure:
+    """Heatmaps (layer x category) of several norm tables side by side, one colour scale.
+
+    Parameters
+    ----------
+    tables : dict of str to pandas.DataFrame
+        Panel title -> ``mixlib.mixing_table(m, metric=...)``.
+    enc : Encoder or str
+    fmt : str
+        Annotation format.
+    shared : bool, default True
+        One colour scale for all panels, so that sizes can be compared across panels.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import seaborn as sns
+
+    items = list(tables.items())
+    if not items:
+        raise ValueError("tables is empty; give at least one title -> table.")
+    vmax = max(float(_np.nanmax(t.to_numpy(dtype=float))) for _, t in items) if shared else None
+    vmin = 0.0 if shared else None
+    n = len(items)
+    rows = items[0][1].shape[0]
+    fig, axes = plt.subplots(1, n, figsize=(3.9 * n, 0.38 * rows + 1.9), squeeze=False)
+    for i, (ax, (ttl, t)) in enumerate(zip(axes[0], items)):
+        sns.heatmap(t.astype(float), ax=ax, annot=True, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax,
+                    cbar=(i == n - 1), annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white")
+        ax.set_title(ttl, fontsize=10)
+        ax.set_xlabel("")
+        ax.set_ylabel("層" if i == 0 else "")
+        ax.tick_params(axis="x", labelrotation=0, labelsize=8.5)
+        for lab in ax.get_xticklabels():
+            lab.set_color(CATEGORY_COLORS.get(lab.get_text(), "#333333"))
+        if i:
+            ax.set_yticklabels([])
+    fig.tight_layout()
+    return caption(fig, enc, note)
+
+
+def plot_token_mixing(mixing: Any, enc: Any, *, layer: int, seq: int = 0, ax: Any = None, note: str = "") -> plt.Figure:
+    """Per token of one sequence: stacked norms of the three parts and the mixing ratio.
+
+    Bars stack ``||keep_res||``, ``||keep_attn||`` and ``||mix||`` (the LayerNorm-side
+    vectors of :class:`mixlib.Mixing`); dots on the right axis give the ratio
+    ``||mix|| / (||mix|| + ||keep_attn + keep_res||)`` in percent. Token labels are
+    coloured by category (:data:`CATEGORY_COLORS`). Norms do not add up like the
+    vectors do; the stack shows their sizes side by side, the ratio is the paper's number.
+
+    Parameters
+    ----------
+    mixing : mixlib.Mixing
+    enc : Encoder or str
+    layer : int
+        Model layer (0-based; must be among ``mixing.layers``).
+    seq : int, default 0
+        Sequence of the batch.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    row = mixing.row(layer)
+    toks = mixing.tokens(seq)
+    n = len(toks)
+    real = mixing.real[seq].numpy()
+    idx = _np.nonzero(real)[0][:n]
+    parts = {
+        "keep_res": mixing.norm_res_ln[row, seq].numpy()[idx],
+        "keep_attn": mixing.norm_keep_attn_ln[row, seq].numpy()[idx],
+        "mix": mixing.norm_mix_ln[row, seq].numpy()[idx],
+    }
+    ratio = 100.0 * mixing.ratio[row, seq].numpy()[idx]
+    cats = mixing.categories[seq][idx]
+    fig, ax = _new_axes(ax, figsize=(min(14.0, max(6.0, 0.3 * n + 2.0)), 4.2))
+    x = _np.arange(n)
+    bottom = _np.zeros(n)
+    for key in ("keep_res", "keep_attn", "mix"):
+        ax.bar(x, parts[key], bottom=bottom, color=COMPONENT_COLORS[key], width=0.8, label=COMPONENT_LABELS[key])
+        bottom += parts[key]
+    ax.set_xticks(x)
+    ax.set_xticklabels(toks, rotation=90, fontsize=8)
+    for lab, c in zip(ax.get_xticklabels(), cats):
+        lab.set_color(CATEGORY_COLORS.get(str(c), "#333333"))
+    ax.set_ylabel("ノルム（層正規化の後）")
+    ax.set_xlim(-0.6, n - 0.4)
+    ax2 = ax.twinx()
+    ax2.plot(x, ratio, "o", color="#222222", ms=4, label="混ぜる割合 (%)")
+    ax2.set_ylim(0, max(60.0, float(_np.nanmax(ratio)) * 1.1))
+    ax2.set_ylabel("混ぜる割合 (%)")
+    ax2.grid(False)
+    h1, l1 = ax.get_legend_handles_labels()
+    h2, l2 = ax2.get_legend_handles_labels()
+    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left", ncol=4)
+    ax.set_ylim(0, float(bottom.max()) * 1.25)
+    ax.set_title(f"層 {layer}: トークンごとの混ぜる量と残す量", fontsize=10)
+    fig.tight_layout()
+    return caption(fig, enc, note)
+
+
+__all__ += [
+    "draw_subspace_projection",
+    "plot_psi_curves",
+    "plot_top_clusters",
+    "plot_token_psi",
+    "plot_type_map",
+    "plot_type_shares",
+    "plot_upper_clusters",
+    "plot_positional_pca",
+    "plot_cos_hist",
+    "plot_principal_angles",
+    "attention_by_offset",
+    "plot_position_attention",
+    "plot_position_head",
+]
+
+
+def draw_subspace_projection(vectors: Any, P: Any, *, ax: Any = None) -> plt.Figure:
+    """Maeda et al.'s Fig. 1 in three dimensions: vectors projected onto the row space of a 2 x 3 matrix.
+
+    Parameters
+    ----------
+    vectors : dict of str to array-like of shape (3,)
+        Name -> vector; each is drawn with its orthogonal projection onto the
+        plane spanned by the rows of ``P`` and labelled with its norm stretch
+        ``psi = (||P x|| / sqrt(2)) / (||x|| / sqrt(3))``.
+    P : array-like, shape (2, 3)
+    ax : a 3-D Axes, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Not model specific (no model caption).
+    """
+    P = _np.asarray(P, dtype=float)
+    if P.shape != (2, 3):
+        raise ValueError(f"P must have shape (2, 3); got {P.shape}.")
+    if ax is None:
+        fig = plt.figure(figsize=(6.4, 5.6))
+        ax = fig.add_subplot(projection="3d")
+    else:
+        fig = ax.figure
+    # the plane: row space of P, orthonormal basis from QR
+    Q, _ = _np.linalg.qr(P.T)  # (3, 2)
+    s = _np.linspace(-2.6, 2.6, 2)
+    S, T = _np.meshgrid(s, s)
+    plane = Q[:, 0, None, None] * S + Q[:, 1, None, None] * T  # (3, 2, 2)
+    ax.plot_surface(plane[0], plane[1], plane[2], color="#4c72b0", alpha=0.12, edgecolor="none")
+    palette = ["#c44e52", "#55a868", "#8172b2", "#dd8452"]
+    for (name, v), col in zip(vectors.items(), palette):
+        v = _np.asarray(v, dtype=float)
+        proj = Q @ (Q.T @ v)  # orthogonal projection onto the plane (3,)
+        psi = (_np.linalg.norm(P @ v) / _np.sqrt(2)) / (_np.linalg.norm(v) / _np.sqrt(3))
+        ax.quiver(0, 0, 0, *v, color=col, lw=2.2, arrow_length_ratio=0.08)
+        ax.quiver(0, 0, 0, *proj, color=col, lw=1.6, ls="--", arrow_length_ratio=0.08, alpha=0.8)
+        ax.plot(*zip(v, proj), color="#777777", lw=0.8, ls=":")
+        ax.text(*(v * 1.08), rf"${name}$  ($\psi$={psi:.2f})", color=col, fontsize=10)
+    ax.set_xlabel("1")
+    ax.set_ylabel("2")
+    ax.set_zlabel("3")
+    ax.set_title("3 次元から 2 次元の部分空間への射影（実線: 元のベクトル、破線: 射影）", fontsize=10)
+    ax.view_init(elev=18, azim=-58)
+    return fig
+
+
+def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None = None, note: str = "") -> plt.Figure:
+    """Mean psi_qkv per cluster sorted in descending order: one panel per layer, one curve per head (Maeda Fig. 2).
+
+    Parameters
+    ----------
+    cs : numpy.ndarray, (L, H, K)
+        :func:`mixlib.cluster_stretch`.
+    enc : Encoder or str
+    layers : sequence of int, optional
+        Labels of the first axis (default ``0..L-1``).
+    ncols : int, optional
+        Panels per row (default 3 for up to 6 layers, else 4).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import seaborn as sns
+
+    cs = _np.asarray(cs, dtype=float)
+    if cs.ndim != 3:
+        raise ValueError(f"cs must have shape (L, H, K); got {cs.shape}.")
+    L, H, K = cs.shape
+    layers = list(range(L)) if layers is None else list(layers)
+    ncols = ncols or (3 if L <= 6 else 4)
+    nrows = -(-L // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), sharex=True, sharey=True, squeeze=False)
+    colors = sns.color_palette("husl", H)
+    rank = _np.arange(1, K + 1)
+    for li in range(nrows * ncols):
+        ax = axes[li // ncols][li % ncols]
+        if li >= L:
+            ax.set_visible(False)
+            continue
+        for h in range(H):
+            v = cs[li, h]
+            v = _np.sort(v[_np.isfinite(v)])[::-1]
+            ax.plot(rank[: v.size], v, color=colors[h], lw=1.0, label=f"H{h}")
+        ax.set_title(f"層 {layers[li]}", fontsize=10)
+        ax.axhline(1.0, color="#999999", lw=0.6, ls=":")
+    for ax in axes[-1]:
+        ax.set_xlabel("クラスタの順位（大きい順）")
+    for row in axes:
+        row[0].set_ylabel(r"クラスタ平均 $\psi_{qkv}$")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.tight_layout()
+    fig.legend(handles, labels, title="ヘッド", fontsize=7.5, title_fontsize=8, loc="center left",
+               bbox_to_anchor=(1.0, 0.5), frameon=False)
+    return caption(fig, enc, note)
+
+
+def plot_top_clusters(table: Any, enc: Any, *, layer: int, head: int, width: int = 60, ax: Any = None) -> plt.Figure:
+    """Horizontal bars of psi for the top clusters of one head, coloured by cluster type (Maeda Table 2).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        :func:`mixlib.top_clusters` (columns ``cluster``, ``type``, ``tokens``, ``psi``).
+    enc : Encoder or str
+    layer, head : int
+        For the title (0-based).
+    width : int
+        Characters of the token list shown per bar.
+    """
+    fig, ax = _new_axes(ax, figsize=(8.0, 0.42 * len(table) + 1.4))
+    y = _np.arange(len(table))[::-1]
+    colors = [TYPE_COLORS.get(t, "#777777") for t in table["type"]]
+    ax.barh(y, table["psi"], color=colors)
+    labels = []
+    for c, toks in zip(table["cluster"], table["tokens"]):
+        toks = str(toks)
+        labels.append(f"#{int(c)}: " + (toks if len(toks) <= width else toks[: width - 1] + "…"))
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=8.5)
+    ax.set_xlabel(r"クラスタ平均 $\psi_{qkv}$")
+    ax.set_title(f"層 {layer}・ヘッド {head}: ノルム伸縮率が大きいクラスタ", fontsize=10)
+    from matplotlib.patches import Patch
+
+    present = [t for t in TYPE_ORDER if t in set(table["type"])]
+    ax.legend(handles=[Patch(color=TYPE_COLORS[t], label=t) for t in present], fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return caption(fig, enc)
+
+
+def plot_token_psi(psi: Any, enc: Any, *, token: str, cluster: int | None = None, cluster_type: str | None = None,
+                   layers: Any = None, ax: Any = None) -> plt.Figure:
+    """Heatmap (layer x head) of one token's psi_qkv.
+
+    Parameters
+    ----------
+    psi : array-like, (L, H)
+    enc : Encoder or str
+    token : str
+    cluster, cluster_type : optional
+        Shown in the title.
+    layers : sequence of int, optional
+        Row labels (default ``0..L-1``).
+    """
+    import seaborn as sns
+
+    psi = _np.asarray(psi, dtype=float)
+    if psi.ndim != 2:
+        raise ValueError(f"psi must have shape (L, H); got {psi.shape}.")
+    L, H = psi.shape
+    fig, ax = _new_axes(ax, figsize=(0.55 * H + 2.2, 0.42 * L + 1.6))
+    sns.heatmap(psi, ax=ax, annot=True, fmt=".2f", cmap="viridis", annot_kws={"fontsize": 7.5},
+                yticklabels=list(range(L)) if layers is None else list(layers), cbar_kws={"label": r"$\psi_{qkv}$"})
+    ax.set_xlabel("ヘッド")
+    ax.set_ylabel("層")
+    extra = ""
+    if cluster is not None:
+        extra = f"（クラスタ #{cluster}" + (f"・{cluster_type}" if cluster_type else "") + "）"
+    ax.set_title(f"トークン「{token}」の " + r"$\psi_{qkv}$" + extra, fontsize=10)
+    fig.tight_layout()
+    return caption(fig, enc)
+
+
+def plot_type_map(tm: Any, enc: Any, *, note: str = "") -> plt.Figure:
+    """The layer x head grid of the types of each head's top clusters (Maeda Fig. 3).
+
+    Each cell is split into ``top`` vertical stripes, largest psi on the left,
+    coloured by :data:`TYPE_COLORS`.
+
+    Parameters
+    ----------
+    tm : pandas.DataFrame
+        :func:`mixlib.type_map`: index ``layer``, columns ``head``, cells tuples of type names.
+    enc : Encoder or str
+    """
+    from matplotlib.patches import Patch, Rectangle
+
+    L, H = tm.shape
+    top = max(len(c) for c in tm.to_numpy().ravel())
+    fig, ax = plt.subplots(figsize=(0.62 * H + 2.6, 0.5 * L + 1.3))
+    for i, layer in enumerate(tm.index):
+        for j, head in enumerate(tm.columns):
+            types = tm.loc[layer, head]
+            for k, t in enumerate(types):
+                ax.add_patch(Rectangle((j + k / top, i), 1 / top, 1, fc=TYPE_COLORS.get(t, "#cccccc"), ec="white", lw=0.4))
+            ax.add_patch(Rectangle((j, i), 1, 1, fill=False, ec="white", lw=1.6))
+    ax.set_xlim(0, H)
+    ax.set_ylim(L, 0)
+    ax.set_xticks(_np.arange(H) + 0.5)
+    ax.set_xticklabels([str(h) for h in tm.columns])
+    ax.set_yticks(_np.arange(L) + 0.5)
+    ax.set_yticklabels([str(l) for l in tm.index])
+    ax.set_xlabel("ヘッド")
+    ax.set_ylabel("層")
+    ax.grid(False)
+    ax.set_title(f"各ヘッドで " + r"$\psi_{qkv}$" + f" が大きい上位 {top} クラスタのタイプ（左ほど上位）", fontsize=10)
+    present = [t for t in TYPE_ORDER if any(t in c for c in tm.to_numpy().ravel())]
+    ax.legend(handles=[Patch(color=TYPE_COLORS[t], label=t) for t in present], loc="center left",
+              bbox_to_anchor=(1.01, 0.5), fontsize=8.5, frameon=False)
+    fig.tight_layout()
+    return caption(fig, enc, note)
+
+
+def plot_type_shares(tm: Any, enc: Any, *, note: str = "") -> plt.Figure:
+    """Per layer, the share of each type among all heads' top clusters (stacked bars): Fig. 3 summarised by layer."""
+    import pandas as pd
+
+    rows = []
+    for layer in tm.index:
+        cells = [t for c in tm.loc[layer] for t in c]
+        counts = pd.Series(cells).value_counts(normalize=True)
+        rows.append(counts.reindex(list(TYPE_ORDER)).fillna(0.0).rename(layer))
+    shares = pd.DataFrame(rows)
+    fig, ax = plt.subplots(figsize=(6.8, 0.36 * len(shares) + 1.6))
+    left = _np.zeros(len(shares))
+    y = _np.arange(len(shares))
+    for t in TYPE_ORDER:
+        if shares[t].sum() == 0:
+            continue
+        ax.barh(y, shares[t], left=left, color=TYPE_COLORS[t], label=t, height=0.75)
+        left += shares[t].to_numpy()
+    ax.set_yticks(y)
+    ax.set_yticklabels([str(l) for l in shares.index])
+    ax.set_ylim(len(shares) - 0.5, -0.5)
+    ax.set_xlim(0, 1)
+    ax.set_ylabel("層")
+    ax.set_xlabel("上位クラスタに占める割合")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8.5, frameon=False)
+    ax.set_title("層ごとの上位クラスタのタイプの割合", fontsize=10)
+    fig.tight_layout()
+    return caption(fig, enc, note)
+
+
+def plot_upper_clusters(table: Any, enc: Any, *, note: str = "") -> plt.Figure:
+    """Composition of each upper cluster by the types of its lower clusters (stacked horizontal bars).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        ``mixlib.recluster_centroids(...).table`` (one row per upper cluster, a column per type).
+    """
+    fig, ax = plt.subplots(figsize=(7.2, 0.45 * len(table) + 1.5))
+    y = _np.arange(len(table))
+    left = _np.zeros(len(table))
+    for t in TYPE_ORDER:
+        if t not in table or table[t].sum() == 0:
+            continue
+        v = table[t].to_numpy(dtype=float)
+        ax.barh(y, v, left=left, color=TYPE_COLORS[t], label=t, height=0.7)
+        left += v
+    ax.set_xscale("symlog", linthresh=10)
+    ax.set_yticks(y)
+    ax.set_yticklabels([f"上位 {i}（{int(n)} 語）" for i, n in zip(table.index, table["n_tokens"])], fontsize=8.5)
+    ax.set_ylim(len(table) - 0.5, -0.5)
+    ax.set_xlabel("含まれる下位クラスタの数（対数目盛）")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8.5, frameon=False)
+    ax.set_title("セントロイドを再クラスタリングした上位クラスタの中身", fontsize=10)
+    fig.tight_layout()
+    return caption(fig, enc, note)
+
+
+def plot_positional_pca(pos: Any, enc: Any, *, max_words: int = 6000, seed: int = 0, note: str = "") -> plt.Figure:
+    """Word and position embeddings in the joint PCA coordinates (Maeda Fig. 4): PC1-PC2 and PC1-PC3.
+
+    Words are grey dots (a random subset of ``max_words``), positions are
+    coloured by their index.
+    """
+    W, Pc = _np.asarray(pos.word_coords), _np.asarray(pos.pos_coords)
+    rng = _np.random.default_rng(seed)
+    idx = rng.choice(len(W), size=min(max_words, len(W)), replace=False)
+    evr = _np.asarray(pos.explained_variance_ratio)
+    pairs = [(0, 1), (0, 2)] if W.shape[1] >= 3 else [(0, 1)]
+    fig, axes = plt.subplots(1, len(pairs), figsize=(5.6 * len(pairs), 4.8), squeeze=False)
+    for ax, (a, b) in zip(axes[0], pairs):
+        ax.scatter(W[idx, a], W[idx, b], s=3, color="#9a9a9a", alpha=0.35, label="単語埋め込み", rasterized=True)
+        sc = ax.scatter(Pc[:, a], Pc[:, b], s=7, c=_np.arange(len(Pc)), cmap="plasma", label="位置ベクトル")
+        ax.set_xlabel(f"第 {a + 1} 主成分（{evr[a]:.1%}）")
+        ax.set_ylabel(f"第 {b + 1} 主成分（{evr[b]:.1%}）")
+    axes[0][0].legend(loc="best", fontsize=8.5, markerscale=3)
+    fig.colorbar(sc, ax=axes[0][-1], label="位置")
+    fig.suptitle("単語埋め込みと位置ベクトルをまとめて主成分分析した座標", fontsize=11)
+    fig.tight_layout()
+    return caption(fig, enc, note)
+
+
+def plot_cos_hist(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
+    """Histogram of the cosine of every word x position pair (Maeda Fig. 5), log count axis.
+
+    The ``[CLS]`` x position-0 value is marked, and the band ``+-`` the mean
+    ``|cos|`` of random isotropic vectors in the same dimension is shaded.
+    """
+    edges = _np.asarray(pos.bin_edges)
+    hist = _np.asarray(pos.hist)
+    fig, ax = plt.subplots(figsize=(7.2, 3.8))
+    ax.bar(edges[:-1], hist, width=_np.diff(edges), align="edge", color="#4c72b0", lw=0)
+    ax.set_yscale("log")
+    r = pos.random_mean_abs_cos
+    ax.axvspan(-r, r, color="#55a868", alpha=0.15, label=f"でたらめなベクトルの平均 |cos| = {r:.3f} の幅")
+    c = pos.cls_pos0_cos
+    if _np.isfinite(c):
+        ax.axvline(c, color=CATEGORY_COLORS["[CLS]"], lw=1.4, ls="--", label=f"[CLS] と位置 0: {c:.2f}")
+    ax.set_xlim(-1, 1)
+    ax.set_xlabel("コサイン類似度")
+    ax.set_ylabel("組の数（対数目盛）")
+    ax.set_title(f"単語埋め込み × 位置ベクトルの全 {pos.n_pairs:,} 組のコサイン類似度（平均 |cos| = {pos.mean_abs_cos:.3f}）",
+                 fontsize=10)
+    ax.legend(fontsize=8.5, loc="upper left")
+    fig.tight_layout()
+    return caption(fig, enc, note)
+
+
+def plot_principal_angles(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
+    """Principal angles between the top-k PCA subspaces of words and positions, beside two random subspaces."""
+    a = _np.asarray(pos.angles_deg)
+    r = _np.asarray(pos.random_angles_deg)
+    k = _np.arange(1, len(a) + 1)
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.plot(k, a, "o-", color="#4c72b0", label="単語 と 位置")
+    ax.plot(k, r, "s--", color="#999999", label="でたらめな部分空間どうし")
+    ax.axhline(90, color="#c44e52", lw=0.8, ls=":")
+    ax.set_ylim(0, 95)
+    ax.set_xticks(k)
+    ax.set_xlabel("主角の番号（小さい順）")
+    ax.set_ylabel("主角（度）")
+    ax.set_title(f"上位 {pos.top_k} 主成分が張る部分空間の主角（90 度 = 直交）", fontsize=10)
+    ax.legend(fontsize=8.5, loc="lower right")
+    fig.tight_layout()
+    return caption(fig, enc, note)
+
+
+def attention_by_offset(A: Any, max_offset: int = 8) -> Any:
+    """Mean attention weight at each relative offset ``key - query`` in ``-max_offset..max_offset``.
+
+    Parameters
+    ----------
+    A : array-like, (n, n) or (H, n, n)
+        Attention weights, rows = query positions, columns = key positions.
+    max_offset : int
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``offset``; one column (``weight``) for an (n, n) input, one per
+        head for (H, n, n). Each value averages the diagonal at that offset.
+    """
+    import pandas as pd
+
+    A = _np.asarray(A, dtype=float)
+    single = A.ndim == 2
+    if single:
+        A = A[None]
+    if A.ndim != 3 or A.shape[1] != A.shape[2]:
+        raise ValueError(f"A must have shape (n, n) or (H, n, n); got {A.shape}.")
+    n = A.shape[1]
+    if not isinstance(max_offset, (int, _np.integer)) or isinstance(max_offset, bool) or not 0 <= max_offset < n:
+        raise ValueError(f"max_offset={max_offset!r} must be an integer in 0..{n - 1}.")
+    offsets = list(range(-int(max_offset), int(max_offset) + 1))
+    data = _np.array([[_np.diagonal(a, offset=o).mean() for o in offsets] for a in A])  # (H, 2m+1)
+    cols = ["weight"] if single else list(range(A.shape[0]))
+    df = pd.DataFrame(data.T, index=pd.Index(offsets, name="offset"), columns=cols)
+    df.columns.name = None if single else "head"
+    return df
+
+
+def plot_position_attention(A: Any, enc: Any, *, layer: int = 0, heads: Any = None, ncols: int = 6, note: str = "") -> plt.Figure:
+    """Grid of attention maps computed from position vectors alone, one panel per head (Maeda Fig. 6).
+
+    Parameters
+    ----------
+    A : array-like, (H, n, n)
+        :func:`mixlib.position_attention`.
+    heads : sequence of int, optional
+        Which heads to draw (default all).
+    """
+    A = _np.asarray(A, dtype=float)
+    if A.ndim != 3:
+        raise ValueError(f"A must have shape (H, n, n); got {A.shape}.")
+    heads = list(range(A.shape[0])) if heads is None else list(heads)
+    ncols = min(ncols, len(heads))
+    nrows = -(-len(heads) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.1 * ncols, 2.2 * nrows + 0.4), squeeze=False)
+    for i in range(nrows * ncols):
+        ax = axes[i // ncols][i % ncols]
+        if i >= len(heads):
+            ax.set_visible(False)
+            continue
+        h = heads[i]
+        ax.imshow(A[h], cmap="magma", vmin=0, vmax=float(A[h].max()), interpolation="nearest")
+        ax.set_title(f"ヘッド {h}", fontsize=9)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.grid(False)
+    fig.suptitle(f"位置ベクトルだけから計算した注意の重み（層 {layer}、縦: クエリの位置、横: キーの位置）", fontsize=10)
+    fig.tight_layout()
+    return caption(fig, enc, note)
+
+
+def plot_position_head(A: Any, enc: Any, *, layer: int, head: int, max_offset: int = 8) -> plt.Figure:
+    """One head's position-only attention map and its mean weight by relative offset."""
+    A = _np.asarray(A, dtype=float)
+    prof = attention_by_offset(A, max_offset)["weight"]
+    fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.0), gridspec_kw={"width_ratios": [1, 1.25]})
+    ax = axes[0]
+    im = ax.imshow(A, cmap="magma", vmin=0, interpolation="nearest")
+    ax.set_xlabel("キーの位置")
+    ax.set_ylabel("クエリの位置")
+    ax.grid(False)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    ax.set_title(f"層 {layer}・ヘッド {head}", fontsize=10)
+    ax = axes[1]
+    colors = ["#c44e52" if o == prof.idxmax() else "#4c72b0" for o in prof.index]
+    ax.bar(prof.index, prof.to_numpy(), color=colors)
+    ax.axhline(1.0 / A.shape[0], color="#999999", lw=0.8, ls=":", label=f"一様 (1/{A.shape[0]})")
+    ax.set_xlabel("相対位置（キー − クエリ）")
+    ax.set_ylabel("平均の重み")
+    ax.set_xticks(list(prof.index))
+    ax.legend(fontsize=8.5)
+    ax.set_title(f"相対位置ごとの平均（最大: {int(prof.idxmax()):+d}）", fontsize=10)
+    fig.tight_layout()
+    return caption(fig, enc)

@@ -1,0 +1,438 @@
+"""Widgets for Part V: a second way to look at what the chapters' static figures show.
+
+Every ``*_explorer`` returns an :class:`Explorer`, an ``ipywidgets.VBox`` with
+controls on top and an ``Output`` below that is redrawn whenever a control
+changes. The drawing is done by the same functions in :mod:`mixlib.plots` that
+draw the chapters' static figures, so the rendered book (which shows the
+figure of the default state in a normal cell) loses nothing.
+
+* :func:`mixing_explorer` -- a sentence and a layer -> per token, the norms of
+  what attention mixes in, what attention keeps, what the residual keeps, and
+  the mixing ratio (chapter 10).
+* :func:`head_explorer` -- a layer and a head -> the clusters with the largest
+  norm stretch, their tokens and psi (chapter 11).
+* :func:`token_explorer` -- a token -> its cluster and its psi in every head
+  (chapter 11).
+* :func:`position_head_explorer` -- a layer and a head -> the attention that
+  the position embeddings alone produce (chapter 12).
+
+:attr:`Explorer.last` holds what was drawn last (a :class:`View`), so tests
+and notebooks can check a widget without a browser. Bad input typed into a
+widget (a word that is not in the vocabulary, an empty text) shows a message
+under the controls instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "View",
+    "Explorer",
+    "load_sentence_pairs",
+    "mixing_explorer",
+    "head_explorer",
+    "token_explorer",
+    "position_head_explorer",
+]
+
+
+@dataclass
+class View:
+    """What one redraw of an :class:`Explorer` produced.
+
+    Attributes
+    ----------
+    figure : matplotlib.figure.Figure or None
+    table : pandas.DataFrame or None
+        Shown under the figure.
+    data : dict
+        Anything else a test or a notebook may want (the analysis result, indices ...).
+    """
+
+    figure: Any = None
+    table: Any = None
+    data: dict = field(default_factory=dict)
+
+
+class Explorer:
+    """Controls + an output area that is redrawn by ``render(**values)`` on every change.
+
+    Build it with a mapping name -> control (ipywidgets value widgets) and a
+    function that takes the controls' values as keyword arguments and returns a
+    :class:`View`. ``ValueError``/``KeyError`` raised by ``render`` are shown as
+    a message (bad user input); anything else propagates.
+
+    Attributes
+    ----------
+    widget : ipywidgets.VBox
+        What to display (an Explorer displays as this widget in Jupyter).
+    controls : dict of str to ipywidgets.Widget
+    last : View or None
+        The last successful redraw.
+    error : str or None
+        The message of the last failed redraw (None after a successful one).
+    n_renders : int
+        Successful redraws so far.
+    """
+
+    def __init__(self, controls: Mapping[str, Any], render: Callable[..., View], *, title: str | None = None) -> None:
+        import ipywidgets as widgets
+
+        if not controls:
+            raise ValueError("an Explorer needs at least one control.")
+        self.controls = dict(controls)
+        self._render = render
+        self.output = widgets.Output()
+        self.status = widgets.HTML(value="")
+        self.last: View | None = None
+        self.error: str | None = None
+        self.n_renders = 0
+        header = [widgets.HTML(value=f"<b>{html.escape(title)}</b>")] if title else []
+        row = widgets.HBox(list(self.controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
+        self.widget = widgets.VBox([*header, row, self.status, self.output])
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        self.refresh()
+
+    # -- behaviour -------------------------------------------------------
+    def values(self) -> dict[str, Any]:
+        """The current value of every control, by name."""
+        return {name: control.value for name, control in self.controls.items()}
+
+    def set(self, **values: Any) -> View | None:
+        """Set several controls at once and redraw once; returns :attr:`last`."""
+        unknown = sorted(set(values) - set(self.controls))
+        if unknown:
+            raise ValueError(f"unknown control(s) {unknown}; this explorer has {sorted(self.controls)}.")
+        self._hold = True
+        try:
+            for name, value in values.items():
+                self.controls[name].value = value
+        finally:
+            self._hold = False
+        self.refresh()
+        return self.last
+
+    def _on_change(self, change: Any) -> None:
+        if not getattr(self, "_hold", False):
+            self.refresh()
+
+    def refresh(self) -> None:
+        """Redraw from the controls' current values."""
+        import matplotlib.pyplot as plt
+
+        with self.output:
+            self.output.clear_output(wait=True)
+            try:
+                view = self._render(**self.values())
+            except (ValueError, KeyError) as err:
+                msg = err.args[0] if err.args else str(err)
+                self.error = str(msg)
+                self.status.value = f"<span style='color:#c44e52'>{html.escape(self.error)}</span>"
+                return
+            self.error = None
+            self.status.value = ""
+            self.last = view
+            self.n_renders += 1
+            _display(view)
+            if view.figure is not None:
+                plt.close(view.figure)
+
+    # -- display in Jupyter ----------------------------------------------
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _display(view: View) -> None:
+    from IPython.display import display
+
+    if view.figure is not None:
+        display(view.figure)
+    if view.table is not None:
+        display(view.table)
+
+
+def _slider(description: str, value: int, lo: int, hi: int) -> Any:
+    import ipywidgets as widgets
+
+    return widgets.IntSlider(value=int(value), min=int(lo), max=int(hi), step=1, description=description,
+                             continuous_update=False, style={"description_width": "initial"})
+
+
+# ---------------------------------------------------------------------------
+# data
+# ---------------------------------------------------------------------------
+
+
+def load_sentence_pairs(n: int | None = None) -> list[tuple[str, str]]:
+    """The book's English sentence pairs (``data/sentence_pairs.tsv``) as ``(a, b)`` tuples.
+
+    Parameters
+    ----------
+    n : int, optional
+        Only the first ``n`` pairs (all 283 by default).
+
+    Returns
+    -------
+    list of (str, str)
+    """
+    from .paths import data_path
+
+    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
+        raise ValueError(f"n={n!r}; give a positive int, or None for all pairs.")
+    path = data_path("sentence_pairs.tsv")
+    with open(path, encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    pairs = [(r["sentence_a"], r["sentence_b"]) for r in rows]
+    return pairs if n is None else pairs[: int(n)]
+
+
+def _short(text: Any, width: int = 70) -> str:
+    s = " / ".join(text) if isinstance(text, (tuple, list)) else str(text)
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+# ---------------------------------------------------------------------------
+# chapter 10: mixing
+# ---------------------------------------------------------------------------
+
+
+def mixing_explorer(
+    enc: Any,
+    texts: Sequence[Any] | None = None,
+    *,
+    layer: int | None = None,
+    example: int = 0,
+    mask: bool = True,
+    rate: float = 0.12,
+    seed: int = 0,
+) -> Explorer:
+    """Pick (or type) a sentence and a layer; see, per token, what is mixed and what is kept.
+
+    The sentence is decomposed with :func:`mixlib.decompose` (every layer at
+    once, cached per sentence, so moving the layer slider is instant) and drawn
+    with :func:`mixlib.plots.plot_token_mixing`.
+
+    Parameters
+    ----------
+    enc : mixlib.Encoder
+    texts : list of str or of (str, str), optional
+        Example inputs offered in a drop-down; default: the first 20 pairs of
+        ``data/sentence_pairs.tsv``. A text typed into the box is used instead
+        while the box is not empty.
+    layer : int, optional
+        Initial layer (0-based); default the last one.
+    example : int, default 0
+        Index of the initially selected text.
+    mask : bool, default True
+        Initially replace ``rate`` of the tokens by ``[MASK]`` (checkbox).
+    rate, seed : float, int
+        Passed to :func:`mixlib.mask_tokens`.
+
+    Returns
+    -------
+    Explorer
+        ``last.data`` holds ``mixing`` (the :class:`mixlib.Mixing` drawn),
+        ``text`` and ``layer``.
+    """
+    import ipywidgets as widgets
+
+    from . import plots
+    from .data import mask_tokens
+    from .mixing import decompose
+
+    texts = list(load_sentence_pairs(20) if texts is None else texts)
+    if not texts:
+        raise ValueError("texts is empty; give at least one str or (str, str) pair, or None for the book's examples.")
+    layer = enc.n_layers - 1 if layer is None else enc.check_layer(layer)
+    if isinstance(example, bool) or not isinstance(example, (int, np.integer)) or not 0 <= example < len(texts):
+        raise ValueError(f"example={example!r} is out of range: there are {len(texts)} texts (0..{len(texts) - 1}).")
+    cache: dict[tuple[Any, bool], Any] = {}
+
+    def analyse(text: Any, masked: bool) -> Any:
+        key = (tuple(text) if isinstance(text, (list, tuple)) else text, bool(masked))
+        if key not in cache:
+            if masked:
+                batch = mask_tokens(enc, [text], rate=rate, seed=seed)
+            else:
+                from .data import tokenize
+
+                batch = tokenize(enc, [text], max_length=128)
+            cache[key] = decompose(enc, batch, vectors=False, progress=False)
+        return cache[key]
+
+    def render(example: int, custom: str, masked: bool, layer: int) -> View:
+        text = custom.strip() or texts[example]
+        m = analyse(text, masked)
+        fig = plots.plot_token_mixing(m, enc, layer=layer, seq=0)
+        return View(figure=fig, data={"mixing": m, "text": text, "layer": layer})
+
+    controls = {
+        "example": widgets.Dropdown(options=[(_short(t), i) for i, t in enumerate(texts)], value=int(example), description="例文",
+                                    layout=widgets.Layout(width="95%")),
+        "custom": widgets.Text(value="", placeholder="英文を入力（空欄なら上の例文）", description="入力",
+                               continuous_update=False, layout=widgets.Layout(width="95%")),
+        "masked": widgets.Checkbox(value=bool(mask), description=f"{rate:.0%} を [MASK] にする"),
+        "layer": _slider("層", layer, 0, enc.n_layers - 1),
+    }
+    return Explorer(controls, render, title=f"混ぜる量と残す量（{enc.describe()}）")
+
+
+# ---------------------------------------------------------------------------
+# chapter 11: norm stretch over clusters
+# ---------------------------------------------------------------------------
+
+
+def head_explorer(cs: Any, clusters: Any, enc: Any, *, layer: int = 0, head: int = 0, n: int = 8) -> Explorer:
+    """Choose a layer and a head; see the clusters with the largest mean psi_qkv and their tokens.
+
+    Parameters
+    ----------
+    cs : numpy.ndarray, (L, H, K)
+        :func:`mixlib.cluster_stretch` of the word embeddings.
+    clusters : mixlib.VocabClusters
+    enc : Encoder or str
+        Named in the caption.
+    layer, head, n : int
+        Initial layer and head (0-based) and how many clusters to list.
+
+    Returns
+    -------
+    Explorer
+        ``last.table`` is :func:`mixlib.top_clusters` for the chosen head.
+    """
+    from . import plots
+    from .clusters import top_clusters
+
+    cs = np.asarray(cs)
+    if cs.ndim != 3:
+        raise ValueError(f"cs must have shape (L, H, K) from cluster_stretch(); got {cs.shape}.")
+    L, H, K = cs.shape
+
+    def render(layer: int, head: int, n: int) -> View:
+        table = top_clusters(cs, clusters, layer, head, n=n)
+        fig = plots.plot_top_clusters(table, enc, layer=layer, head=head)
+        return View(figure=fig, table=table, data={"layer": layer, "head": head})
+
+    controls = {
+        "layer": _slider("層", layer, 0, L - 1),
+        "head": _slider("ヘッド", head, 0, H - 1),
+        "n": _slider("上位", n, 3, min(20, K)),
+    }
+    return Explorer(controls, render, title=f"ヘッドが伸ばすクラスタ（{plots.model_label(enc)}）")
+
+
+def _token_id(enc: Any, token: str) -> int:
+    tok = enc.tokenizer
+    vocab = tok.get_vocab()
+    t = token.strip()
+    if not t:
+        raise ValueError("type a token (a vocabulary entry such as 'january' or '##ing').")
+    if t in vocab:
+        return int(vocab[t])
+    if t.lower() in vocab and getattr(tok, "do_lower_case", True):
+        return int(vocab[t.lower()])
+    pieces = tok.tokenize(t)
+    raise ValueError(f"{t!r} is not one vocabulary entry of {enc.name}; the tokenizer splits it into {pieces}. "
+                     "Type one of those pieces.")
+
+
+def token_explorer(stretch: Any, clusters: Any, enc: Any, *, token: str = "january") -> Explorer:
+    """Type a token; see its cluster and its psi_qkv in every head (a layer x head map).
+
+    Parameters
+    ----------
+    stretch : mixlib.Stretch
+        :func:`mixlib.norm_stretch` of the word embeddings (all tokens).
+    clusters : mixlib.VocabClusters
+    enc : mixlib.Encoder
+        Its tokenizer maps the typed text to a vocabulary id.
+    token : str, default "january"
+
+    Returns
+    -------
+    Explorer
+        ``last.data`` holds ``token_id``, ``cluster`` and ``psi`` ((L, H) array).
+    """
+    import ipywidgets as widgets
+
+    from . import plots
+
+    def render(token: str) -> View:
+        tid = _token_id(enc, token)
+        c = int(clusters.labels[tid])
+        psi = np.asarray(stretch.psi_qkv)[:, :, tid]  # (L, H)
+        fig = plots.plot_token_psi(psi, enc, token=clusters.tokens[tid], cluster=c, cluster_type=str(clusters.cluster_types[c]),
+                                   layers=stretch.layers)
+        table = clusters.table([c], n=12)
+        return View(figure=fig, table=table, data={"token_id": tid, "cluster": c, "psi": psi})
+
+    controls = {"token": widgets.Text(value=token, description="トークン", continuous_update=False)}
+    return Explorer(controls, render, title=f"トークンのノルム伸縮率（{plots.model_label(enc)}）")
+
+
+# ---------------------------------------------------------------------------
+# chapter 12: attention from positions alone
+# ---------------------------------------------------------------------------
+
+
+def position_head_explorer(enc: Any, *, layer: int = 0, head: int = 0, n: int = 64, layernorm: bool = False,
+                           max_offset: int = 8) -> Explorer:
+    """Choose a layer and a head; see the attention the position embeddings alone produce.
+
+    The weights come from :func:`mixlib.position_attention` (cached per layer
+    and LayerNorm setting) and are drawn with
+    :func:`mixlib.plots.plot_position_head`: the ``n x n`` map and the mean
+    weight at each relative offset (key position minus query position).
+
+    Parameters
+    ----------
+    enc : mixlib.Encoder
+    layer, head : int
+        Initial layer and head (0-based).
+    n : int, default 64
+        Positions 0..n-1.
+    layernorm : bool, default False
+        Initial state of the "LayerNorm" checkbox (see :func:`mixlib.position_attention`).
+    max_offset : int, default 8
+
+    Returns
+    -------
+    Explorer
+        ``last.data`` holds ``attention`` ((n, n) array) and ``profile``.
+    """
+    import ipywidgets as widgets
+
+    from . import plots
+    from .positional import position_attention
+
+    enc.check_layer(layer)
+    enc.check_head(head)
+    cache: dict[tuple[int, bool], np.ndarray] = {}
+
+    def render(layer: int, head: int, layernorm: bool) -> View:
+        key = (int(layer), bool(layernorm))
+        if key not in cache:
+            cache[key] = position_attention(enc, layer=int(layer), n=n, layernorm=bool(layernorm))
+        A = cache[key][int(head)]  # (n, n)
+        fig = plots.plot_position_head(A, enc, layer=layer, head=head, max_offset=max_offset)
+        return View(figure=fig, data={"attention": A, "profile": plots.attention_by_offset(A, max_offset)})
+
+    controls = {
+        "layer": _slider("層", layer, 0, enc.n_layers - 1),
+        "head": _slider("ヘッド", head, 0, enc.n_heads - 1),
+        "layernorm": widgets.Checkbox(value=bool(layernorm), description="埋め込みの層正規化を通す"),
+    }
+    return Explorer(controls, render, title=f"位置ベクトルだけから計算した注意（{enc.describe()}）")
