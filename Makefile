@@ -23,7 +23,7 @@ VENDOR_STAMP := $(VENDOR)/.stamp-$(MATHJAX_VERSION)-$(HTML_MANAGER_VERSION)
 BUILD_LOG := _build/build.log
 # pytest workers; 2 = this machine's cores (override: make test PYTEST_WORKERS=0 for no xdist)
 PYTEST_WORKERS ?= 2
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=15
 
 # The kernel's debugger warns about frozen modules on every start; it is noise in the logs.
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
