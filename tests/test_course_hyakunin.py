@@ -68,3 +68,98 @@ def test_load_poems_and_validation():
         hy.validate_poems(bad)
     msg = str(err.value)
     assert "101 rows" in msg and "poem 4" in msg and "duplicated" in msg
+
+
+# ---------------------------------------------------------------------------
+# vocabulary, tensors, scores
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def poems():
+    return hy.load_poems()
+
+
+def test_vocab_round_trip(poems):
+    vocab = hy.CharVocab.from_texts(list(poems.kami) + list(poems.shimo))
+    assert vocab.itos[:4] == (hy.PAD, hy.BOS, hy.EOS, hy.UNK)
+    assert {"ゐ", "ゑ"} <= set(vocab.itos)
+    for text in poems.shimo:
+        assert vocab.decode(vocab.encode(text, bos=True, eos=True)) == text
+    assert vocab.decode(vocab.encode("あＸい")) == "あ？い"
+    assert vocab.decode([vocab.stoi["あ"], vocab.eos_id, vocab.stoi["い"]]) == "あ"
+
+
+def test_encode_pairs_shift_and_leaky(poems):
+    vocab = hy.CharVocab.from_texts(list(poems.kami) + list(poems.shimo))
+    kami, shimo = list(poems.kami[:5]), list(poems.shimo[:5])
+    d = hy.encode_pairs(vocab, kami, shimo, shift=True)
+    t, x = d["target"], d["dec_in"]
+    assert (x[:, 0] == vocab.bos_id).all()
+    assert torch.equal(x[:, 1:], t[:, :-1])  # the decoder reads the target one step late
+    for i, s in enumerate(shimo):
+        assert vocab.decode(t[i]) == s and int(t[i, len(s)]) == vocab.eos_id
+        assert vocab.decode(d["src"][i]) == kami[i]
+    leaky = hy.encode_pairs(vocab, kami, shimo, shift=False)
+    assert torch.equal(leaky["dec_in"], leaky["target"])  # the lecture's setting: input == target
+    with pytest.raises(ValueError, match="max_len"):
+        hy.encode_pairs(vocab, kami, shimo, max_len=10)
+
+
+def test_char_accuracy_and_scores():
+    assert hy.char_accuracy("あいう", "あいう") == 1.0
+    assert hy.char_accuracy("あかう", "あいう") == pytest.approx(2 / 3)
+    assert hy.char_accuracy("あい", "あいう") == pytest.approx(2 / 3)  # missing counts as wrong
+    assert hy.char_accuracy("あいうえ", "あいう") == pytest.approx(3 / 4)  # extra counts as wrong
+    assert hy.char_accuracy("", "") == 1.0
+    s = hy.score_generations(["あい", "かき"], ["あい", "かく"])
+    assert s == {"exact": 0.5, "char": pytest.approx(0.75)}
+
+
+def test_split_is_a_partition():
+    tr, ho = hy.split_poems(100, 10, seed=3)
+    assert len(tr) == 90 and len(ho) == 10 and set(tr).isdisjoint(ho) and set(tr) | set(ho) == set(range(100))
+    assert list(hy.split_poems(100, 10, seed=3)[1]) == list(ho)
+    with pytest.raises(ValueError):
+        hy.split_poems(100, 100)
+
+
+def test_render_errors_marks_exactly_the_wrong_characters():
+    out = hy.render_errors(["あいうえ", "かきく"], ["あかうえお", "かきく"], labels=["1", "2"])
+    assert out.count(f"color:{hy.WRONG_COLOR}") == 2  # か (wrong) and お (extra)
+    assert out.count(f"color:{hy.RIGHT_COLOR}") == 3  # あ う え
+    assert "かきく" not in out.split("</tr>", 1)[1] or out.count("<tr>") == 2  # the exact row is left out
+    short = hy.render_errors(["あいう"], ["あ"], fmt="ansi")
+    assert "\x1b[34mあ" in short and "＿＿" in short
+    with pytest.raises(ValueError, match="fmt"):
+        hy.render_errors(["あ"], ["あ"], fmt="latex")
+
+
+def test_char_frequency(poems):
+    freq = hy.char_frequency(poems.kami_no_ku)
+    assert " " not in freq.index and int(freq.sum()) == int(poems.kami.str.len().sum())
+    assert freq.is_monotonic_decreasing
+
+
+# ---------------------------------------------------------------------------
+# training: the leaky setting copies, generation exposes it
+# ---------------------------------------------------------------------------
+
+
+def test_train_small_run_history_and_generation_lengths(poems):
+    cfg = hy.ChihayaConfig(d_model=16, n_heads=2, d_ff=32, epochs=2, batch_size=10, held_out=3, seed=1)
+    run = hy.train_chihaya(poems.iloc[:12].reset_index(drop=True), cfg)
+    h = run.history
+    assert list(h.columns) == ["epoch", "split", "loss", "tf_char", "gen_exact", "gen_char"]
+    assert len(h) == 4 and set(h.split) == {"train", "heldout"}
+    g = run.final("heldout")
+    assert len(g) == 3 and (g.pred.str.len() <= cfg.max_len).all()
+    assert set(g.number) == set(poems.number.iloc[run.heldout_idx])
+
+
+def test_leaky_setting_scores_high_under_teacher_forcing_but_cannot_generate(poems):
+    small = poems.iloc[:10].reset_index(drop=True)
+    cfg = hy.ChihayaConfig(d_model=16, n_heads=2, d_ff=32, epochs=30, batch_size=5, lr=1e-2, shift=False, warmup=5)
+    last = hy.train_chihaya(small, cfg).history.iloc[-1]
+    assert last.tf_char > 0.9  # it copies the character it is shown
+    assert last.gen_exact == 0.0 and last.gen_char < 0.2  # at generation time there is nothing to copy
