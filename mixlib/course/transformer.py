@@ -382,6 +382,8 @@ def greedy_decode(
         The generated ids, without the leading bos; a sequence that produced
         eos keeps it and is padded with ``model.pad_id`` after it. Generation
         stops when every sequence has produced eos or after ``max_new`` steps.
+        The padding and bos ids are never generated (their scores are set to
+        minus infinity before the argmax).
     """
     limit = model.max_len
     max_new = limit if max_new is None else int(max_new)
@@ -394,8 +396,9 @@ def greedy_decode(
     ys = torch.full((b, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     done = torch.zeros(b, dtype=torch.bool, device=src.device)
     for _ in range(max_new):
-        logits = model.decode(ys, memory, src_mask)  # (B, t, V)
-        nxt = logits[:, -1].argmax(-1)  # (B,)
+        logits = model.decode(ys, memory, src_mask)[:, -1]  # (B, V) scores of the next token
+        logits[:, [model.pad_id, bos_id]] = float("-inf")
+        nxt = logits.argmax(-1)  # (B,)
         nxt = torch.where(done, torch.full_like(nxt, model.pad_id), nxt)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         done |= nxt == eos_id
