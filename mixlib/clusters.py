@@ -47,6 +47,7 @@ TYPES: tuple[str, ...] = ("Words", "Subwords", "Symbols", "Numbers", "Special", 
 KMEANS_N_INIT = 1
 KMEANS_MAX_ITER = 300
 KMEANS_ALGORITHM = "lloyd"
+KMEANS_THREADS = 1
 
 _UNUSED = re.compile(r"^\[unused\d+\]$")
 
@@ -248,7 +249,7 @@ def _majority(labels: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
     return counts.argmax(axis=1)  # argmax returns the first maximum
 
 
-def _kmeans_key(enc_name: str, E: np.ndarray, k: int, seed: int, n_init: int, max_iter: int) -> dict[str, Any]:
+def _kmeans_key(enc_name: str, E: np.ndarray, k: int, seed: int, n_init: int, max_iter: int, threads: int | None) -> dict[str, Any]:
     import sklearn
 
     from .cache import array_digest
@@ -263,6 +264,7 @@ def _kmeans_key(enc_name: str, E: np.ndarray, k: int, seed: int, n_init: int, ma
         "n_init": int(n_init),
         "max_iter": int(max_iter),
         "algorithm": KMEANS_ALGORITHM,
+        "threads": None if threads is None else int(threads),
         "sklearn": sklearn.__version__,
     }
 
@@ -275,6 +277,7 @@ def cluster_vocab(
     cache: bool = True,
     n_init: int = KMEANS_N_INIT,
     max_iter: int = KMEANS_MAX_ITER,
+    threads: int | None = KMEANS_THREADS,
     verbose: bool = False,
 ) -> VocabClusters:
     """k-means clustering of every word embedding of ``enc`` (the paper uses ``k=1000``).
@@ -297,6 +300,9 @@ def cluster_vocab(
         KMeans initialisations (the best inertia is kept); see Notes.
     max_iter : int, default 300
         KMeans iteration limit per initialisation (scikit-learn's default).
+    threads : int or None, default 1
+        OpenMP/BLAS threads for the k-means (via ``threadpoolctl``); ``None``
+        leaves scikit-learn's default (all cores). See Notes for why 1.
     verbose : bool, default False
         Print one line with the k-means time (or that the cache was used).
 
@@ -307,20 +313,30 @@ def cluster_vocab(
     Raises
     ------
     ValueError
-        ``k`` is not an integer in ``1..V``, or ``seed``, ``n_init``, ``max_iter``
-        are not (positive) integers.
+        ``k`` is not an integer in ``1..V``, or ``seed``, ``n_init``, ``max_iter``,
+        ``threads`` are not (positive) integers.
 
     Notes
     -----
     KMeans settings: ``algorithm="lloyd"``, ``n_init=1``, ``max_iter=300``,
-    ``random_state=seed`` (k-means++ initialisation). One initialisation
-    instead of several because each run over 30,522 x D vectors with 1,000
-    centres costs one to two minutes on two CPU cores and further restarts
-    changed the inertia by well under one percent in our checks; the result is
-    deterministic for a given seed, machine and thread count. On two shared
-    CPU cores the first computation for the packaged model (D=384) took about
-    two minutes (``benchmarks/bench_clusters.py``); a cached reload takes well
-    under a second.
+    ``random_state=seed`` (greedy k-means++ initialisation), one thread.
+
+    * ``n_init=1``: one run over 30,522 x D vectors with 1,000 centres is about
+      a teraflop of work (k-means++ seeding plus some 45 Lloyd iterations for
+      the packaged model), a minute or two on two CPU cores; restarts would
+      multiply that for a change of inertia that does not matter here.
+    * ``algorithm="lloyd"``: ``"elkan"`` was several times slower on these
+      384-dimensional vectors.
+    * ``threads=1``: on a two-core machine shared with other work, scikit-learn's
+      default (OpenMP and OpenBLAS threads on every core) was 9x *slower* than
+      one thread (k=1000, four iterations: 587 s vs. 67 s), because the
+      threads spin-wait for each other whenever one is descheduled. One
+      thread also makes the floating-point summation order, hence the
+      labels, independent of the machine's core count. Pass ``threads=None``
+      on an idle many-core machine.
+
+    The result is deterministic for a given seed (tests check this). A cached
+    reload takes well under a second (``benchmarks/bench_clusters.py``).
     """
     V = enc.vocab_size
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
@@ -329,9 +345,9 @@ def cluster_vocab(
         raise ValueError(f"k={k} is out of range: {enc.name} has {V} word embeddings, so k must be in 1..{V}.")
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
         raise ValueError(f"seed={seed!r} must be an integer.")
-    for name, val in (("n_init", n_init), ("max_iter", max_iter)):
+    for name, val in (("n_init", n_init), ("max_iter", max_iter), ("threads", 1 if threads is None else threads)):
         if not isinstance(val, (int, np.integer)) or isinstance(val, bool) or val < 1:
-            raise ValueError(f"{name}={val!r} must be a positive integer.")
+            raise ValueError(f"{name}={val!r} must be a positive integer" + (" or None." if name == "threads" else "."))
     k, seed, n_init, max_iter = int(k), int(seed), int(n_init), int(max_iter)
     E = np.ascontiguousarray(enc.word_embeddings().numpy(), dtype=np.float32)  # (V, D)
     D = E.shape[1]
@@ -339,7 +355,7 @@ def cluster_vocab(
 
     from . import cache as _cache
 
-    key = _kmeans_key(enc.name, E, k, seed, n_init, max_iter)
+    key = _kmeans_key(enc.name, E, k, seed, n_init, max_iter, threads)
     stored = None
     if cache:
         stored = _cache.read_arrays(
@@ -357,10 +373,12 @@ def cluster_vocab(
             print(f"[mixlib] clusters of {enc.name} (k={k}, seed={seed}) loaded from {_cache.cache_path('clusters', key)}")
     else:
         from sklearn.cluster import KMeans
+        from threadpoolctl import threadpool_limits
 
         t0 = time.perf_counter()
         km = KMeans(n_clusters=k, n_init=n_init, max_iter=max_iter, algorithm=KMEANS_ALGORITHM, random_state=seed)
-        km.fit(E)
+        with threadpool_limits(limits=None if threads is None else int(threads)):
+            km.fit(E)
         seconds = time.perf_counter() - t0
         labels = km.labels_.astype(np.int64)
         centroids = km.cluster_centers_.astype(np.float32)

@@ -155,7 +155,7 @@ def norm_stretch(
     X: Any = None,
     *,
     layers: int | Iterable[int] | None = None,
-    chunk: int | None = 8192,
+    chunk: int | None = None,
 ) -> Stretch:
     """psi_q, psi_k, psi_v (and their product) of every row of ``X`` in every head.
 
@@ -169,9 +169,11 @@ def norm_stretch(
     layers : int or iterable of int, optional
         0-based layers to compute (default: all). The first axis of the result
         follows this order (see :attr:`Stretch.layers`).
-    chunk : int or None, default 8192
-        Rows of ``X`` projected at a time. ``None`` projects all rows at once.
-        Smaller values lower the peak memory without changing the result.
+    chunk : int or None, default None
+        Rows of ``X`` projected at a time; ``None`` projects all rows at once,
+        which is fastest on a CPU (a few large products beat many small ones).
+        Give e.g. 8192 to lower the peak memory (on a small GPU); the result
+        does not change.
 
     Returns
     -------
@@ -181,10 +183,11 @@ def norm_stretch(
     Notes
     -----
     For each layer and projection the whole ``(V, D)`` product ``X W^T`` is
-    computed by one matrix multiplication per chunk (not per head); the
-    per-head norms come from reshaping it to ``(V, H, d')``. Only one
-    projection of one layer (of one chunk) is alive at a time, so the memory
-    held beyond the result is at most ``chunk * D`` floats.
+    computed by one matrix multiplication (per chunk), for all heads at once;
+    the per-head norms come from reshaping it to ``(V, H, d')``. Layers are
+    streamed: only one projection of one layer (of one chunk) is alive at a
+    time, so the memory held beyond the result is one ``(V, D)`` product
+    (``(chunk, D)`` with ``chunk``), a third of one layer's projections.
 
     **Zero vectors.** psi is a ratio of norms and is undefined for ``x = 0``
     (0 / 0). Such rows get ``psi = NaN`` in every head and projection (and in

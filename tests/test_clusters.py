@@ -107,6 +107,8 @@ def test_bad_k(tiny_enc):
         mixlib.cluster_vocab(tiny_enc, k=3, seed="0", cache=False)
     with pytest.raises(ValueError, match="max_iter"):
         mixlib.cluster_vocab(tiny_enc, k=3, max_iter=0, cache=False)
+    with pytest.raises(ValueError, match="threads"):
+        mixlib.cluster_vocab(tiny_enc, k=3, threads=0, cache=False)
 
 
 def test_find_cluster(tiny_clusters):
