@@ -38,6 +38,8 @@ help:
 	@echo "make site-check  open every built page in headless Chromium (after make book)"
 	@echo "make clean       remove _build/ and the execution cache (.jupyter_cache/)"
 	@echo "make clean-cache remove only the execution cache (after changing mixlib/ or data/)"
+	@echo "make env         only create .venv and install requirements.txt + mixlib"
+	@echo "make vendor      only fetch MathJax and the ipywidgets HTML manager into book/_static/vendor/"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -79,6 +81,9 @@ book: env vendor placeholders _build/.toc-stamp
 	echo "build time: $$(( $$(date +%s) - start )) s (exit $$rc; log: $(BUILD_LOG))"; \
 	exit $$rc
 	@$(PY) .ci/report_build.py .jupyter_cache
+	@if grep -rl "missing from font" $(BUILD_LOG) _build/jupyter_execute >/dev/null 2>&1; then \
+	    echo "error: a figure uses a character the Japanese font lacks ('Glyph ... missing from font'):"; \
+	    grep -rl "missing from font" $(BUILD_LOG) _build/jupyter_execute; exit 1; fi
 	@echo "The book is at: $(CURDIR)/_build/html/index.html"
 
 test: env
