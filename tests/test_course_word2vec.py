@@ -147,11 +147,12 @@ def test_cbow_averages_context_and_never_trains_the_padding_row():
 @pytest.mark.parametrize("kind", ["sgns", "cbow"])
 def test_training_starts_at_log2_decreases_and_is_deterministic(kind):
     sents = corpus.grammar_corpus(1500, seed=0)
-    kw = dict(kind=kind, dim=16, window=2, negatives=4, epochs=2, batch_size=512, seed=5)
+    kw = dict(kind=kind, dim=16, window=2, negatives=4, epochs=2, batch_size=256, lr=0.03, seed=5)
     r = w2v.train_word2vec(sents, **kw)
     # output vectors start at zero, so every logit is 0 and the first loss is (1 + K) log 2
     assert r.losses[0] == pytest.approx(5 * math.log(2), rel=1e-6)
-    assert r.epoch_losses[-1] < 0.8 * r.epoch_losses[0]
+    assert r.losses[-5:].mean() < 0.7 * r.losses[0]
+    assert r.epoch_losses[-1] < r.epoch_losses[0]
     assert r.vectors.matrix.shape == (len(w2v.build_vocab(sents)), 16)
     r2 = w2v.train_word2vec(sents, **kw)
     np.testing.assert_array_equal(r.vectors.matrix, r2.vectors.matrix)
