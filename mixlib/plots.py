@@ -82,6 +82,7 @@ def caption(fig: plt.Figure | None, enc_or_name: Any, note: str = "") -> plt.Fig
 import numpy as _np
 
 __all__ += [
+    "font_safe",
     "COMPONENT_COLORS",
     "COMPONENT_LABELS",
     "draw_layer_diagram",
@@ -97,6 +98,43 @@ COMPONENT_LABELS = {
     "keep_attn": "注意機構が残す",
     "keep_res": "残差結合が残す",
 }
+
+
+def _font_codepoints() -> frozenset[int]:
+    """Code points the current font family can draw (the union over ``rcParams["font.family"]``)."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    families = tuple(matplotlib.rcParams["font.family"])
+    hit = _FONT_CACHE.get(families)
+    if hit is None:
+        points: set[int] = set()
+        for fam in families:
+            try:
+                path = font_manager.findfont(font_manager.FontProperties(family=fam), fallback_to_default=True)
+                points |= set(FT2Font(path).get_charmap())
+            except (OSError, RuntimeError, ValueError):  # an unreadable font: draw nothing special
+                continue
+        hit = _FONT_CACHE[families] = frozenset(points)
+    return hit
+
+
+_FONT_CACHE: dict[tuple[str, ...], frozenset[int]] = {}
+
+
+def font_safe(text: Any) -> str:
+    """``text`` with every character the current font cannot draw replaced by ``□``.
+
+    Vocabulary tokens come in many scripts (Armenian, Devanagari, Thai ...)
+    that the Japanese font lacks; drawing them would print a warning and an
+    empty box. Use it for token strings in figures, never for mathtext.
+    """
+    text = str(text)
+    points = _font_codepoints()
+    if not points:
+        return text
+    box = "\u25a1" if 0x25A1 in points else "?"
+    return "".join(c if c.isspace() or ord(c) in points else box for c in text)
 
 
 def _new_axes(ax: Any = None, figsize: tuple[float, float] = (6.0, 4.0)) -> tuple[plt.Figure, Any]:
@@ -207,7 +245,7 @@ def plot_mixing_by_layer(
     -------
     matplotlib.figure.Figure
     """
-    panels = [(table, title or f"本書の値（{model_label(enc)}）")]
+    panels = [(table, title or f"本書の値（{getattr(enc, 'name', model_label(enc))}）")]
     if reference is not None:
         panels.append((reference, reference_label))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.0), squeeze=False, sharey=True)
@@ -312,7 +350,7 @@ def plot_token_mixing(mixing: Any, enc: Any, *, layer: int, seq: int = 0, ax: An
         ax.bar(x, parts[key], bottom=bottom, color=COMPONENT_COLORS[key], width=0.8, label=COMPONENT_LABELS[key])
         bottom += parts[key]
     ax.set_xticks(x)
-    ax.set_xticklabels(toks, rotation=90, fontsize=8)
+    ax.set_xticklabels([font_safe(t) for t in toks], rotation=90, fontsize=8)
     for lab, c in zip(ax.get_xticklabels(), cats):
         lab.set_color(CATEGORY_COLORS.get(str(c), "#333333"))
     ax.set_ylabel("ノルム（層正規化の後）")
@@ -388,9 +426,9 @@ def draw_subspace_projection(vectors: Any, P: Any, *, ax: Any = None) -> plt.Fig
         ax.quiver(0, 0, 0, *proj, color=col, lw=1.6, ls="--", arrow_length_ratio=0.08, alpha=0.8)
         ax.plot(*zip(v, proj), color="#777777", lw=0.8, ls=":")
         ax.text(*(v * 1.08), rf"${name}$  ($\psi$={psi:.2f})", color=col, fontsize=10)
-    ax.set_xlabel("1")
-    ax.set_ylabel("2")
-    ax.set_zlabel("3")
+    ax.set_xlabel(r"$x_1$")
+    ax.set_ylabel(r"$x_2$")
+    ax.set_zlabel(r"$x_3$")
     ax.set_title("3 次元から 2 次元の部分空間への射影（実線: 元のベクトル、破線: 射影）", fontsize=10)
     ax.view_init(elev=18, azim=-58)
     return fig
@@ -467,7 +505,7 @@ def plot_top_clusters(table: Any, enc: Any, *, layer: int, head: int, width: int
     labels = []
     for c, toks in zip(table["cluster"], table["tokens"]):
         toks = str(toks)
-        labels.append(f"#{int(c)}: " + (toks if len(toks) <= width else toks[: width - 1] + "…"))
+        labels.append(font_safe(f"#{int(c)}: " + (toks if len(toks) <= width else toks[: width - 1] + "…")))
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=8.5)
     ax.set_xlabel(r"クラスタ平均 $\psi_{qkv}$")
@@ -508,7 +546,7 @@ def plot_token_psi(psi: Any, enc: Any, *, token: str, cluster: int | None = None
     extra = ""
     if cluster is not None:
         extra = f"（クラスタ #{cluster}" + (f"・{cluster_type}" if cluster_type else "") + "）"
-    ax.set_title(f"トークン「{token}」の " + r"$\psi_{qkv}$" + extra, fontsize=10)
+    ax.set_title(f"トークン「{font_safe(token)}」の " + r"$\psi_{qkv}$" + extra, fontsize=10)
     fig.tight_layout()
     return caption(fig, enc)
 
@@ -584,27 +622,32 @@ def plot_type_shares(tm: Any, enc: Any, *, note: str = "") -> plt.Figure:
 
 
 def plot_upper_clusters(table: Any, enc: Any, *, note: str = "") -> plt.Figure:
-    """Composition of each upper cluster by the types of its lower clusters (stacked horizontal bars).
+    """Composition of each upper cluster: the share of its lower clusters of each type (100% stacked bars).
 
     Parameters
     ----------
     table : pandas.DataFrame
-        ``mixlib.recluster_centroids(...).table`` (one row per upper cluster, a column per type).
+        ``mixlib.recluster_centroids(...).table`` (one row per upper cluster, a
+        column per type, plus ``n_clusters`` and ``n_tokens``). The row labels
+        give both counts.
     """
-    fig, ax = plt.subplots(figsize=(7.2, 0.45 * len(table) + 1.5))
+    counts = table[[t for t in TYPE_ORDER if t in table]].to_numpy(dtype=float)  # (k, types)
+    totals = counts.sum(axis=1, keepdims=True)
+    shares = _np.divide(counts, totals, out=_np.zeros_like(counts), where=totals > 0)
+    fig, ax = plt.subplots(figsize=(7.4, 0.45 * len(table) + 1.5))
     y = _np.arange(len(table))
     left = _np.zeros(len(table))
-    for t in TYPE_ORDER:
-        if t not in table or table[t].sum() == 0:
+    for j, t in enumerate([t for t in TYPE_ORDER if t in table]):
+        if counts[:, j].sum() == 0:
             continue
-        v = table[t].to_numpy(dtype=float)
-        ax.barh(y, v, left=left, color=TYPE_COLORS[t], label=t, height=0.7)
-        left += v
-    ax.set_xscale("symlog", linthresh=10)
+        ax.barh(y, shares[:, j], left=left, color=TYPE_COLORS[t], label=t, height=0.7)
+        left += shares[:, j]
     ax.set_yticks(y)
-    ax.set_yticklabels([f"上位 {i}（{int(n)} 語）" for i, n in zip(table.index, table["n_tokens"])], fontsize=8.5)
+    ax.set_yticklabels([f"上位 {i}（{int(c)} クラスタ・{int(n):,} 語）" for i, c, n in
+                        zip(table.index, table["n_clusters"], table["n_tokens"])], fontsize=8.5)
     ax.set_ylim(len(table) - 0.5, -0.5)
-    ax.set_xlabel("含まれる下位クラスタの数（対数目盛）")
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("下位クラスタのタイプの割合")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8.5, frameon=False)
     ax.set_title("セントロイドを再クラスタリングした上位クラスタの中身", fontsize=10)
     fig.tight_layout()
@@ -670,7 +713,7 @@ def plot_principal_angles(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
     ax.plot(k, a, "o-", color="#4c72b0", label="単語 と 位置")
     ax.plot(k, r, "s--", color="#999999", label="でたらめな部分空間どうし")
     ax.axhline(90, color="#c44e52", lw=0.8, ls=":")
-    ax.set_ylim(0, 95)
+    ax.set_ylim(max(0.0, float(min(a.min(), r.min())) - 10.0), 92.0)
     ax.set_xticks(k)
     ax.set_xlabel("主角の番号（小さい順）")
     ax.set_ylabel("主角（度）")

@@ -1,0 +1,333 @@
+"""Tests for the Part V figures in mixlib.plots: each figure draws exactly the numbers it is given.
+
+Every check reads the numbers back from the drawn artists (bar heights, line
+data, image arrays, patch colours) and compares them with an independent
+computation from the input, and every figure is rendered to make sure no
+glyph is missing from the Japanese font.
+"""
+
+from __future__ import annotations
+
+import warnings
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.colors import to_hex
+
+from mixlib import plots
+
+MODEL = "test-model（2層・4ヘッド・64次元）"
+
+
+@pytest.fixture(autouse=True)
+def _setup_and_close():
+    plots.setup()
+    yield
+    plt.close("all")
+
+
+def _render(fig):
+    """Draw the figure; fail on any missing-glyph warning."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig.canvas.draw()
+    missing = [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    assert not missing, missing
+    return fig
+
+
+def _caption_text(fig) -> str:
+    return " ".join(t.get_text() for t in fig.texts)
+
+
+def _category_table(layers=3, seed=0, nan_cols=()):
+    rng = np.random.default_rng(seed)
+    cols = ["全体", *plots.CATEGORY_ORDER]
+    df = pd.DataFrame(rng.uniform(5, 40, size=(layers, len(cols))), columns=cols, index=pd.Index(range(layers), name="layer"))
+    for c in nan_cols:
+        df[c] = np.nan
+    df.columns.name = "category"
+    return df
+
+
+# -- chapter 10 ---------------------------------------------------------------------------------
+
+
+def test_plot_mixing_by_layer_draws_each_column_with_its_colour():
+    ours, ref = _category_table(3, 0), _category_table(12, 1, nan_cols=("句読点", "その他"))
+    fig = _render(plots.plot_mixing_by_layer(ours, MODEL, reference=ref))
+    ax_ours, ax_ref = fig.axes
+    lines = {ln.get_label(): ln for ln in ax_ours.get_lines()}
+    assert set(lines) == set(ours.columns)
+    for col, ln in lines.items():
+        np.testing.assert_allclose(ln.get_ydata(), ours[col].to_numpy())
+        np.testing.assert_allclose(ln.get_xdata(), ours.index.to_numpy())
+        assert to_hex(ln.get_color()) == to_hex(plots.CATEGORY_COLORS[col])
+    # the reference panel skips the all-NaN columns
+    assert {ln.get_label() for ln in ax_ref.get_lines()} == {"全体", "[CLS]", "[SEP]", "[MASK]"}
+    assert MODEL in _caption_text(fig)
+
+
+def test_plot_mixing_by_layer_single_panel_without_reference():
+    fig = _render(plots.plot_mixing_by_layer(_category_table(4), MODEL))
+    assert len(fig.axes) == 1
+
+
+def test_plot_norm_heatmaps_share_one_colour_scale():
+    a, b = _category_table(3, 2), _category_table(3, 3) * 3
+    fig = _render(plots.plot_norm_heatmaps({"A": a, "B": b}, MODEL))
+    from matplotlib.collections import QuadMesh
+
+    meshes = [c for ax in fig.axes for c in ax.collections if isinstance(c, QuadMesh)]  # the colour bar has one more
+    meshes = meshes[:2]
+    top = max(a.to_numpy().max(), b.to_numpy().max())
+    for mesh, tab in zip(meshes, (a, b)):
+        assert mesh.norm.vmin == 0.0 and mesh.norm.vmax == pytest.approx(top)
+        np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(tab.shape), tab.to_numpy())
+    with pytest.raises(ValueError, match="empty"):
+        plots.plot_norm_heatmaps({}, MODEL)
+
+
+def test_plot_token_mixing_bars_are_the_decomposition(tiny_enc):
+    import mixlib
+
+    m = mixlib.decompose(tiny_enc, ["The cat sat on the mat.", "A dog, a bird."], vectors=False)
+    fig = _render(plots.plot_token_mixing(m, tiny_enc, layer=1, seq=1))
+    ax, ax2 = fig.axes
+    toks = m.tokens(1)
+    n = len(toks)
+    assert [t.get_text() for t in ax.get_xticklabels()] == toks
+    # token labels are coloured by category
+    for lab, cat in zip(ax.get_xticklabels(), m.categories[1][:n]):
+        assert to_hex(lab.get_color()) == to_hex(plots.CATEGORY_COLORS[str(cat)])
+    heights = np.array([p.get_height() for p in ax.patches]).reshape(3, n)  # stacked: res, attn, mix
+    np.testing.assert_allclose(heights[0], m.norm_res_ln[1, 1, :n].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(heights[1], m.norm_keep_attn_ln[1, 1, :n].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(heights[2], m.norm_mix_ln[1, 1, :n].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ax2.get_lines()[0].get_ydata(), 100 * m.ratio[1, 1, :n].numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="not analysed"):
+        plots.plot_token_mixing(m, tiny_enc, layer=5)
+
+
+def test_draw_layer_diagram_renders():
+    fig = _render(plots.draw_layer_diagram())
+    texts = " ".join(t.get_text() for t in fig.axes[0].texts)
+    for word in ("注意機構", "残差結合", "層正規化", "FFN"):
+        assert word in texts
+
+
+# -- chapter 11 ---------------------------------------------------------------------------------
+
+
+def test_draw_subspace_projection_labels_psi():
+    P = np.array([[1.0, 0, 0], [0, 1.0, 0]])
+    vecs = {"a": [1.0, 1.0, 1.0], "c": [0.0, 0.2, 2.0]}
+    fig = _render(plots.draw_subspace_projection(vecs, P))
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    # (1,1,1) -> (1,1): psi = (sqrt2/sqrt2)/(sqrt3/sqrt3) = 1
+    assert any("a" in t and "1.00" in t for t in texts)
+    psi_c = (0.2 / np.sqrt(2)) / (np.linalg.norm([0, 0.2, 2.0]) / np.sqrt(3))
+    assert any(f"{psi_c:.2f}" in t for t in texts)
+    with pytest.raises(ValueError, match="shape"):
+        plots.draw_subspace_projection(vecs, np.eye(3))
+
+
+def test_plot_psi_curves_are_sorted_cluster_means():
+    rng = np.random.default_rng(0)
+    cs = rng.gamma(2.0, size=(5, 3, 40)).astype(np.float32)
+    cs[0, 0, 3] = np.nan  # NaN clusters are left out of the curve
+    fig = _render(plots.plot_psi_curves(cs, MODEL, ncols=3))
+    visible = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(visible) == 5
+    for li, ax in enumerate(visible):
+        lines = ax.get_lines()[:3]
+        for h, ln in enumerate(lines):
+            v = cs[li, h]
+            np.testing.assert_allclose(ln.get_ydata(), np.sort(v[np.isfinite(v)])[::-1], rtol=1e-6)
+    with pytest.raises(ValueError, match="shape"):
+        plots.plot_psi_curves(cs[0], MODEL)
+
+
+def _top_table():
+    return pd.DataFrame({"cluster": [7, 3, 9], "type": ["Numbers", "Words", "Symbols"], "size": [10, 20, 5],
+                         "tokens": ["1990, 1991", "january, march", "!, ?"], "psi": [3.1, 2.2, 1.5]})
+
+
+def test_plot_top_clusters_bars_and_type_colours():
+    t = _top_table()
+    fig = _render(plots.plot_top_clusters(t, MODEL, layer=2, head=1))
+    ax = fig.axes[0]
+    bars = ax.patches
+    np.testing.assert_allclose([b.get_width() for b in bars], t["psi"])
+    assert [to_hex(b.get_facecolor()) for b in bars] == [to_hex(plots.TYPE_COLORS[x]) for x in t["type"]]
+    assert "層 2" in ax.get_title() and "ヘッド 1" in ax.get_title()
+
+
+def test_font_safe_replaces_only_what_the_font_lacks():
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+
+    path = font_manager.findfont(font_manager.FontProperties(family=matplotlib.rcParams["font.family"]))
+    charmap = FT2Font(path).get_charmap()
+    exotic = "\u057f\u0915"  # Armenian tiwn, Devanagari ka: not in IPAexGothic
+    assert not any(ord(c) in charmap for c in exotic), "pick characters the font lacks"
+    out = plots.font_safe(f"##ing 日本 {exotic}")
+    assert out.startswith("##ing 日本 ") and len(out) == len(f"##ing 日本 {exotic}")
+    assert all(ord(c) in charmap or c.isspace() for c in out)
+
+
+def test_plot_top_clusters_with_exotic_tokens_draws_without_glyph_warnings():
+    t = _top_table()
+    t.loc[0, "tokens"] = "\u057f, \u0915\u093e, \u0e01, abc"
+    fig = _render(plots.plot_top_clusters(t, MODEL, layer=0, head=0))  # _render fails on a glyph warning
+    assert "abc" in fig.axes[0].get_yticklabels()[0].get_text()
+
+
+def test_plot_token_psi_heatmap_values():
+    psi = np.arange(12, dtype=float).reshape(3, 4) / 4
+    fig = _render(plots.plot_token_psi(psi, MODEL, token="january", cluster=5, cluster_type="Words"))
+    mesh = fig.axes[0].collections[0]  # the heatmap's QuadMesh
+    np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(3, 4), psi)
+    assert "january" in fig.axes[0].get_title()
+    with pytest.raises(ValueError):
+        plots.plot_token_psi(psi[0], MODEL, token="x")
+
+
+def _type_map():
+    cells = [[("Words", "Words", "Numbers"), ("Symbols", "Tags", "Words")],
+             [("Subwords", "Words", "Words"), ("Numbers", "Numbers", "Numbers")]]
+    df = pd.DataFrame(np.empty((2, 2), dtype=object), index=pd.RangeIndex(2, name="layer"), columns=pd.RangeIndex(2, name="head"))
+    for i in range(2):
+        for j in range(2):
+            df.iat[i, j] = cells[i][j]
+    return df
+
+
+def test_plot_type_map_colours_every_slot():
+    tm = _type_map()
+    fig = _render(plots.plot_type_map(tm, MODEL))
+    filled = [p for p in fig.axes[0].patches if p.get_fill()]
+    assert len(filled) == 4 * 3
+    got = pd.Series([to_hex(p.get_facecolor()) for p in filled]).value_counts()
+    want = pd.Series([to_hex(plots.TYPE_COLORS[t]) for c in tm.to_numpy().ravel() for t in c]).value_counts()
+    pd.testing.assert_series_equal(got.sort_index(), want.sort_index(), check_names=False)
+
+
+def test_plot_type_shares_rows_sum_to_one():
+    fig = _render(plots.plot_type_shares(_type_map(), MODEL))
+    ax = fig.axes[0]
+    per_row: dict[float, float] = {}
+    for b in ax.patches:
+        per_row[round(b.get_y() + b.get_height() / 2, 6)] = per_row.get(round(b.get_y() + b.get_height() / 2, 6), 0) + b.get_width()
+    np.testing.assert_allclose(sorted(per_row.values()), [1.0, 1.0])
+    # Numbers: 1 of the 6 slots of layer 0, 3 of the 6 slots of layer 1
+    numbers = [b for b in ax.patches if to_hex(b.get_facecolor()) == to_hex(plots.TYPE_COLORS["Numbers"])]
+    assert sorted(round(b.get_width(), 6) for b in numbers) == [round(1 / 6, 6), round(3 / 6, 6)]
+
+
+def test_plot_upper_clusters_bars_are_type_shares():
+    table = pd.DataFrame({"Words": [5, 0], "Subwords": [1, 0], "Symbols": [0, 3], "Numbers": [0, 0], "Special": [0, 1],
+                          "Tags": [0, 0]})
+    table["n_clusters"] = table.sum(axis=1)
+    table["n_tokens"] = [120, 40]
+    table["main_type"] = ["Words", "Symbols"]
+    fig = _render(plots.plot_upper_clusters(table, MODEL))
+    ax = fig.axes[0]
+    got = {}
+    for b in ax.patches:
+        row = int(round(b.get_y() + b.get_height() / 2))
+        got[(row, to_hex(b.get_facecolor()))] = b.get_width()
+    for row in range(2):
+        for t in plots.TYPE_ORDER:
+            want = table.loc[row, t] / table.loc[row, "n_clusters"]
+            assert got.get((row, to_hex(plots.TYPE_COLORS[t])), 0.0) == pytest.approx(want)
+    assert "6 クラスタ" in ax.get_yticklabels()[0].get_text() and "120 語" in ax.get_yticklabels()[0].get_text()
+
+
+# -- chapter 12 ---------------------------------------------------------------------------------
+
+
+def _fake_positional():
+    rng = np.random.default_rng(0)
+    edges = np.linspace(-1, 1, 21)
+    hist = rng.integers(1, 1000, size=20)
+    return SimpleNamespace(
+        word_coords=rng.normal(size=(300, 3)).astype(np.float32),
+        pos_coords=rng.normal(size=(40, 3)).astype(np.float32),
+        explained_variance_ratio=np.array([0.05, 0.03, 0.02]),
+        bin_edges=edges, hist=hist, n_pairs=int(hist.sum()), mean_abs_cos=0.04, random_mean_abs_cos=0.041,
+        cls_pos0_cos=0.38, top_k=4, angles_deg=np.array([80.0, 85.0, 88.0, 90.0]),
+        random_angles_deg=np.array([70.0, 75.0, 80.0, 89.0]),
+    )
+
+
+def test_plot_positional_pca_draws_every_position():
+    pos = _fake_positional()
+    fig = _render(plots.plot_positional_pca(pos, MODEL, max_words=100))
+    ax = fig.axes[0]
+    words, positions = ax.collections[:2]
+    assert len(words.get_offsets()) == 100
+    np.testing.assert_allclose(positions.get_offsets(), pos.pos_coords[:, [0, 1]])
+
+
+def test_plot_cos_hist_bars_and_cls_line():
+    pos = _fake_positional()
+    fig = _render(plots.plot_cos_hist(pos, MODEL))
+    ax = fig.axes[0]
+    bars = [b for b in ax.patches if np.isclose(b.get_width(), 0.1)]  # the histogram bins (width 0.1)
+    np.testing.assert_array_equal([b.get_height() for b in bars], pos.hist)
+    xs = [ln.get_xdata()[0] for ln in ax.get_lines()]
+    assert pos.cls_pos0_cos in xs
+
+
+def test_plot_principal_angles_lines():
+    pos = _fake_positional()
+    fig = _render(plots.plot_principal_angles(pos, MODEL))
+    ours, rand = fig.axes[0].get_lines()[:2]
+    np.testing.assert_allclose(ours.get_ydata(), pos.angles_deg)
+    np.testing.assert_allclose(rand.get_ydata(), pos.random_angles_deg)
+
+
+def test_attention_by_offset_matches_a_naive_loop():
+    rng = np.random.default_rng(0)
+    A = rng.random((3, 9, 9))
+    A /= A.sum(-1, keepdims=True)
+    prof = plots.attention_by_offset(A, 4)
+    assert list(prof.index) == list(range(-4, 5)) and list(prof.columns) == [0, 1, 2]
+    for h in range(3):
+        for o in range(-4, 5):
+            vals = [A[h, i, i + o] for i in range(9) if 0 <= i + o < 9]
+            assert prof.loc[o, h] == pytest.approx(np.mean(vals))
+    single = plots.attention_by_offset(A[1], 2)
+    np.testing.assert_allclose(single["weight"].to_numpy(), prof.loc[-2:2, 1].to_numpy())
+    with pytest.raises(ValueError, match="max_offset"):
+        plots.attention_by_offset(A, 9)
+    with pytest.raises(ValueError, match="shape"):
+        plots.attention_by_offset(np.ones((3, 4)), 1)
+
+
+def test_plot_position_attention_one_image_per_head():
+    rng = np.random.default_rng(1)
+    A = rng.random((5, 8, 8))
+    fig = _render(plots.plot_position_attention(A, MODEL, ncols=3))
+    images = [ax.images[0] for ax in fig.axes if ax.get_visible() and ax.images]
+    assert len(images) == 5
+    for h, im in enumerate(images):
+        np.testing.assert_allclose(im.get_array(), A[h])
+
+
+def test_plot_position_head_profile_bars():
+    rng = np.random.default_rng(2)
+    A = rng.random((10, 10))
+    A /= A.sum(1, keepdims=True)
+    fig = _render(plots.plot_position_head(A, MODEL, layer=0, head=3, max_offset=3))
+    bars = fig.axes[1].patches  # axes: map, profile, colour bar
+    prof = plots.attention_by_offset(A, 3)["weight"]
+    np.testing.assert_allclose([b.get_height() for b in bars], prof.to_numpy())
