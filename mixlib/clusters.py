@@ -122,7 +122,7 @@ def _type_with(token: str | None, tags: set[str], special: set[str]) -> str:
     return "Words"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class VocabClusters:
     """k-means clusters of a model's word embeddings, with token and cluster types.
 
@@ -471,7 +471,7 @@ def cluster_summary(clusters: VocabClusters):
     return pd.DataFrame(rows)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class UpperClusters:
     """Upper-level k-means of the cluster centroids (paper appendix A).
 

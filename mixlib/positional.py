@@ -24,7 +24,7 @@ import torch
 __all__ = ["Positional", "positional_orthogonality", "position_attention", "principal_angles"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Positional:
     """Geometry of word embeddings vs. position embeddings.
 

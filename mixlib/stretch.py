@@ -71,7 +71,7 @@ def _as_matrix(enc: Any, X: Any) -> torch.Tensor:
     return X
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Stretch:
     """Norm stretch of every vector in every head, for the query, key and value projections.
 
@@ -255,7 +255,7 @@ def _token_strings(enc: Any, V: int) -> list[str]:
     return toks
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class StretchBounds:
     """The range of psi in every head, from the eigenvalues of ``P^T P``.
 
