@@ -138,6 +138,7 @@ def write_arrays(kind: str, key: Mapping[str, Any], arrays: Mapping[str, Any]) -
             np.savez(f, **payload)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; a cache file is as readable as any other output
         os.replace(tmp_name, path)
         tmp_name = None
         return path

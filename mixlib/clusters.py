@@ -17,7 +17,6 @@ Shapes: ``V`` vocabulary, ``D`` model dimension, ``K`` clusters, ``L`` layers,
 
 from __future__ import annotations
 
-import json
 import re
 import time
 import unicodedata
@@ -250,9 +249,16 @@ def _majority(labels: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
 
 
 def _kmeans_key(enc_name: str, E: np.ndarray, k: int, seed: int, n_init: int, max_iter: int, threads: int | None) -> dict[str, Any]:
-    import sklearn
+    from importlib.metadata import PackageNotFoundError, version
 
     from .cache import array_digest
+
+    try:
+        skl = version("scikit-learn")  # no import of sklearn itself: a cached reload stays fast in a fresh kernel
+    except PackageNotFoundError:  # pragma: no cover - e.g. a vendored build
+        import sklearn
+
+        skl = sklearn.__version__
 
     return {
         "what": "mixlib.cluster_vocab",
@@ -265,7 +271,7 @@ def _kmeans_key(enc_name: str, E: np.ndarray, k: int, seed: int, n_init: int, ma
         "max_iter": int(max_iter),
         "algorithm": KMEANS_ALGORITHM,
         "threads": None if threads is None else int(threads),
-        "sklearn": sklearn.__version__,
+        "sklearn": skl,
     }
 
 
