@@ -203,7 +203,7 @@ def norm_stretch(
     Lsel = _layers_arg(enc, layers)
     if chunk is not None and (not isinstance(chunk, (int, np.integer)) or isinstance(chunk, bool) or chunk < 1):
         raise ValueError(f"chunk={chunk!r}; expected a positive number of rows or None.")
-    Xc = _as_matrix(enc, X)  # (V, D) on the CPU
+    Xc = _as_matrix(enc, X)  # (V, D) float32, validated
     tokens = None
     if X is None:
         tokens = tuple(_token_strings(enc, Xc.shape[0]))
