@@ -773,7 +773,7 @@ def plot_position_attention(A: Any, enc: Any, *, layer: int = 0, heads: Any = No
     heads = list(range(A.shape[0])) if heads is None else list(heads)
     ncols = min(ncols, len(heads))
     nrows = -(-len(heads) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.1 * ncols, 2.2 * nrows + 0.4), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.1 * ncols, 2.45 * nrows + 0.4), squeeze=False)
     for i in range(nrows * ncols):
         ax = axes[i // ncols][i % ncols]
         if i >= len(heads):
