@@ -1,0 +1,147 @@
+"""BERT's pre-training pieces (mixlib.course.minibert): MLM masking, NSP pairs, the miniature BERT, fill-mask."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mixlib.course import minibert as mb
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from mixlib.models import packaged_model_dir
+
+    return AutoTokenizer.from_pretrained(str(packaged_model_dir()), local_files_only=True)
+
+
+# ---------------------------------------------------------------------------
+# masking
+# ---------------------------------------------------------------------------
+
+CLS, SEP, PAD, MASK = 101, 102, 0, 103
+
+
+def _batch(b=400, n=512, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1000, 2000, (b, n), generator=g)
+    ids[:, 0], ids[:, -1] = CLS, SEP
+    ids[::3, -40:] = PAD  # some padding
+    return ids
+
+
+def test_mlm_statistics_80_10_10_on_many_tokens():
+    ids = _batch()
+    m = mb.mlm_mask(ids, mask_id=MASK, special_ids=[CLS, SEP, PAD], random_ids=torch.arange(1000, 2000),
+                    generator=torch.Generator().manual_seed(1))
+    s = mb.masking_stats(m)
+    assert s["n_eligible"] > 190_000 and s["n_chosen"] > 25_000
+    assert abs(s["chosen_rate"] - 0.15) < 0.005
+    assert abs(s["mask"] - 0.8) < 0.01 and abs(s["random"] - 0.1) < 0.01 and abs(s["kept"] - 0.1) < 0.01
+    assert s["special_chosen"] == 0
+
+
+def test_mlm_special_tokens_never_masked_and_labels_right():
+    ids = _batch(b=50, n=64)
+    m = mb.mlm_mask(ids, mask_id=MASK, special_ids=[CLS, SEP, PAD], random_ids=torch.arange(1000, 2000), rate=0.5,
+                    generator=torch.Generator().manual_seed(2))
+    special = (ids == CLS) | (ids == SEP) | (ids == PAD)
+    assert not m.chosen[special].any()
+    assert torch.equal(m.input_ids[special], ids[special])
+    assert torch.equal(m.labels[m.chosen], ids[m.chosen]) and (m.labels[~m.chosen] == -100).all()
+    assert torch.equal(m.input_ids[~m.chosen], ids[~m.chosen])  # untouched where not chosen
+    assert (m.input_ids[m.action == mb.MASKED] == MASK).all()
+    assert torch.equal(m.input_ids[m.action == mb.KEPT], ids[m.action == mb.KEPT])
+    rnd = m.input_ids[m.action == mb.RANDOM]
+    assert ((rnd >= 1000) & (rnd < 2000)).all()
+    assert torch.equal(m.chosen, m.action != mb.NONE)
+
+
+def test_mlm_other_rates_and_determinism():
+    ids = _batch(b=200, n=256)
+    kw = dict(mask_id=MASK, special_ids=[CLS, SEP, PAD], random_ids=torch.arange(1000, 2000))
+    only_mask = mb.masking_stats(mb.mlm_mask(ids, p_mask=1.0, p_random=0.0, **kw))
+    assert only_mask["mask"] == 1.0 and only_mask["random"] == 0.0
+    a = mb.mlm_mask(ids, generator=torch.Generator().manual_seed(5), **kw)
+    b = mb.mlm_mask(ids, generator=torch.Generator().manual_seed(5), **kw)
+    assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.labels, b.labels)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(p_mask=0.9, p_random=0.2), "exceeds 1"),
+    (dict(rate=1.5), "probability"),
+    (dict(random_ids=[]), "random_ids is empty"),
+])
+def test_mlm_bad_input(kw, msg):
+    args = dict(mask_id=MASK, special_ids=[CLS], random_ids=[1000, 1001]) | kw
+    with pytest.raises(ValueError, match=msg):
+        mb.mlm_mask(_batch(b=2, n=8), **args)
+
+
+# ---------------------------------------------------------------------------
+# next sentence prediction
+# ---------------------------------------------------------------------------
+
+
+def test_nsp_examples():
+    pairs = [(f"first {i}", f"second {i}") for i in range(400)]
+    df = mb.nsp_examples(pairs, seed=0)
+    assert len(df) == 400 and set(df.label) == {"IsNext", "NotNext"}
+    assert abs((df.label == "IsNext").mean() - 0.5) < 0.08
+    is_next = df[df.label == "IsNext"]
+    assert all(b == f"second {i}" for i, b in zip(is_next.index, is_next.sentence_b))
+    not_next = df[df.label == "NotNext"]
+    assert all(b != f"second {i}" and b == f"second {s}" for i, b, s in zip(not_next.index, not_next.sentence_b, not_next.source))
+    with pytest.raises(ValueError):
+        mb.nsp_examples(pairs[:1])
+
+
+# ---------------------------------------------------------------------------
+# the miniature BERT and fill-mask
+# ---------------------------------------------------------------------------
+
+
+def test_compact_vocab_round_trip(tokenizer):
+    seqs = tokenizer(["the sky is blue", "unbelievable tokenization"])["input_ids"]
+    v = mb.CompactVocab.from_token_ids(tokenizer, seqs)
+    assert v.ids[:5] == (tokenizer.pad_token_id, tokenizer.unk_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id)
+    for s in seqs:
+        c = v.to_compact(torch.tensor(s))
+        assert [v.ids[i] for i in c.tolist()] == s
+    unseen = tokenizer("zebra")["input_ids"][1]
+    assert int(v.to_compact(torch.tensor([unseen]))[0]) == v.unk
+
+
+def test_minibert_learns_a_tiny_corpus(tokenizer):
+    # one fixed sentence: every masked word is determined by its position and neighbours
+    words = "one two three four five six seven eight".split()
+    m = mb.train_minibert([" ".join(words)] * 100, tokenizer, d_model=32, n_layers=1, n_heads=2, d_ff=64, steps=80,
+                          batch_size=16, lr=5e-3, warmup=10, rate=0.3, seed=0)
+    assert len(m.losses) > 60 and sum(m.losses[-10:]) / 10 < sum(m.losses[:10]) / 10 / 5
+    for i, word in enumerate(words):
+        blank = " ".join(words[:i] + ["[MASK]"] + words[i + 1 :])
+        top = m.fill_mask(blank, k=3)[0]
+        assert list(top["rank"]) == [1, 2, 3] and top["prob"].is_monotonic_decreasing and top["prob"].sum() <= 1 + 1e-6
+        assert top["token"].iloc[0] == word, (blank, top)
+
+
+def test_fill_mask_full_vocabulary_model_matches_its_logits(tokenizer):
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
+                                       num_attention_heads=2, intermediate_size=32)).eval()
+    text = "paris is the [MASK] of [MASK] ."
+    tables = mb.fill_mask(model, tokenizer, text, k=4)
+    assert len(tables) == 2
+    ids = tokenizer(text, return_tensors="pt")["input_ids"]
+    pos = (ids[0] == tokenizer.mask_token_id).nonzero().flatten()
+    with torch.no_grad():
+        p = torch.softmax(model(input_ids=ids).logits[0, pos[1]], -1)
+    best = int(p.argmax())
+    assert tables[1]["token"].iloc[0] == tokenizer.convert_ids_to_tokens(best)
+    assert abs(float(tables[1]["prob"].iloc[0]) - float(p[best])) < 1e-6
+    with pytest.raises(ValueError, match="MASK"):
+        mb.fill_mask(model, tokenizer, "no blank here")
