@@ -144,3 +144,20 @@ def test_reversal_pairs():
 def test_reversal_pairs_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         corpus.reversal_pairs(**kwargs)
+
+
+def test_check_sentence_accepts_the_corpus_and_rejects_broken_agreement():
+    for s in corpus.grammar_corpus(2000, seed=11):
+        assert corpus.check_sentence(s).agrees, s
+    cases = {
+        "the king loves her crown": ("people", True, False),
+        "the king loves his sword": ("people", True, False),
+        "people in paris speak japanese": ("countries", True, False),
+        "yesterday we walk to the park": ("verbs", False, False),
+        "yesterday we walked some tea": ("verbs", True, False),
+        "the banana is furry": ("things", True, False),
+        "king the loves his crown": (None, False, False),
+    }
+    for text, (family, form, agrees) in cases.items():
+        got = corpus.check_sentence(text)
+        assert (got.family, got.form_ok, got.agrees) == (family, form, agrees), text
