@@ -9,9 +9,18 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Under pytest-xdist each worker (and every kernel or subprocess it starts) gets one
+    # compute thread: two workers x two OpenMP threads on two cores oversubscribe the CPU,
+    # and OpenMP's spin-waiting then slows small torch operations down by 10x or more.
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = "1"
 
 import pytest
 import torch
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")
