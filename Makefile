@@ -68,6 +68,8 @@ placeholders:
 
 # -W: any warning (failed notebook, broken cross-reference, missing citation) fails the build;
 # --keep-going reports all of them before failing. Notebooks run in full mode (MIXLIB_FAST unset).
+# .ci/build_book.py is the jupyter-book command plus a fix for a missed wake-up that stalled
+# widget cells for the whole per-cell timeout (see .ci/nbexec_fix.py).
 # Sphinx's saved environment goes stale when the table of contents changes (a KeyError at the next
 # build): drop it then. Executed notebooks stay cached in .jupyter_cache/.
 _build/.toc-stamp: _toc.yml _config.yml
@@ -77,7 +79,7 @@ _build/.toc-stamp: _toc.yml _config.yml
 book: env vendor placeholders _build/.toc-stamp
 	@mkdir -p _build
 	@start=$$(date +%s); rc=0; \
-	env -u MIXLIB_FAST $(VENV)/bin/jupyter-book build . --builder html -W --keep-going 2>&1 | tee $(BUILD_LOG) || rc=$$?; \
+	env -u MIXLIB_FAST $(PY) .ci/build_book.py build . --builder html -W --keep-going 2>&1 | tee $(BUILD_LOG) || rc=$$?; \
 	echo "build time: $$(( $$(date +%s) - start )) s (exit $$rc; log: $(BUILD_LOG))"; \
 	exit $$rc
 	@$(PY) .ci/report_build.py .jupyter_cache

@@ -14,8 +14,12 @@ fast-mode budget (≤ 25 s per notebook here) is a target, not an assertion.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
+import time
 from pathlib import Path
+from queue import Empty
 
 import nbformat
 import pytest
@@ -23,6 +27,11 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parent.parent
+# The same fix `make book` uses: widget cells could otherwise stall for the whole cell timeout.
+sys.path.insert(0, str(ROOT / ".ci"))
+import nbexec_fix  # noqa: E402
+
+nbexec_fix.install()
 NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
 #: seconds any single cell may take in fast mode before the test fails (a hang, not a slow cell)
@@ -119,3 +128,42 @@ def test_font_warning_check_catches_a_real_warning(monkeypatch, tmp_path):
         "expected matplotlib to warn about U+2299 with IPAexGothic; if the font gained the glyph, pick another one: "
         + json.dumps(texts, ensure_ascii=False)[:500]
     )
+
+
+def test_sliced_get_msg_keeps_its_contract():
+    """The patched get_msg returns a waiting message at once and raises Empty only after the timeout."""
+    import zmq
+    import zmq.asyncio
+    from jupyter_client.channels import AsyncZMQSocketChannel
+    from jupyter_client.session import Session
+
+    assert AsyncZMQSocketChannel.get_msg.__doc__.endswith("(Polls in slices; see .ci/nbexec_fix.py.)")
+
+    async def scenario():
+        ctx = zmq.asyncio.Context()
+        a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
+        a.bind("inproc://nbexec-fix-test")
+        b.connect("inproc://nbexec-fix-test")
+        session = Session(key=b"k")
+        channel = AsyncZMQSocketChannel(b, session)
+        try:
+            t0 = time.monotonic()
+            with pytest.raises(Empty):
+                await channel.get_msg(timeout=1.2)  # spans three slices
+            waited = time.monotonic() - t0
+            assert 1.2 <= waited < 5, waited
+
+            async def send_later():
+                await asyncio.sleep(0.7)
+                session.send(a, "execute_reply", content={"status": "ok"})
+
+            sender = asyncio.ensure_future(send_later())
+            msg = await channel.get_msg(timeout=30)
+            await sender
+            assert msg["msg_type"] == "execute_reply" and msg["content"] == {"status": "ok"}
+        finally:
+            a.close(linger=0)
+            b.close(linger=0)
+            ctx.term()
+
+    asyncio.run(scenario())
