@@ -35,11 +35,14 @@ needed beyond that:
 The n x n x d tensor of all f_j(x_i) is never built; memory per layer is
 O(B*N*D) plus the (B, H, N, N) attention weights the model itself holds.
 
-Every call checks itself on every layer: the attention weights recomputed from
-the hooked Q and K must reproduce the model's own attention output (the input
-of ``attn_out``), and mix + keep_attn + keep_res + bias must reproduce the
-model's own LayerNorm output, both within ``atol`` (1e-4); otherwise a
-:class:`RuntimeError` names the layer and the error.
+Every call checks itself on every layer: mix + keep_attn + keep_res + bias
+must reproduce the model's own LayerNorm output (max abs error over all real
+tokens and elements), and the attention weights recomputed from the hooked Q
+and K must reproduce the model's own attention output (the input of
+``attn_out``; compared along one fixed random unit direction per head, which
+costs a matrix-vector instead of a matrix-matrix product), both within
+``atol`` (1e-4); otherwise a :class:`RuntimeError` names the layer and the
+error.
 
 Padding
 -------
@@ -109,6 +112,8 @@ OVERALL = "全体"
 VECTOR_LIMIT_BYTES = 1 << 30
 #: Field names of the four vectors of eq. (1).
 VECTOR_FIELDS = ("mix", "keep_attn", "keep_res", "bias")
+#: Tokens per block in the per-token part of :func:`decompose_layer` (keeps its working set in the CPU cache).
+BLOCK_TOKENS = 512
 #: Keys a tokenized batch may carry (the rest is refused, so that typos do not pass silently).
 BATCH_KEYS = ("input_ids", "attention_mask", "token_type_ids", "special_tokens_mask", "masked")
 
@@ -158,8 +163,9 @@ class Mixing:
         Largest |mix + keep_attn + keep_res + bias - LN output| over the real
         tokens of each layer (the self-check; at most ``atol``).
     max_attention_error : numpy.ndarray, (L,)
-        Largest |alpha V - the model's attention output| per layer (the check
-        that alpha recomputed from Q and K is the model's).
+        Largest |(alpha V - the model's attention output) r_h| per layer, r_h
+        a fixed random unit vector per head (the check that alpha recomputed
+        from Q and K is the model's).
     mix, keep_attn, keep_res, bias : torch.Tensor, (L, B, N, D), or None
         The four vectors of the decomposition, or None when they were not
         kept (``vectors=False``, or too large for ``vectors=None``).
@@ -284,6 +290,34 @@ class Mixing:
 # ---------------------------------------------------------------------------
 
 
+class _Workspace:
+    """Flat scratch buffers by name, grown on demand and reused (large CPU allocations are slow)."""
+
+    def __init__(self, device: torch.device | str) -> None:
+        self.device = torch.device(device)
+        self._bufs: dict[str, torch.Tensor] = {}
+
+    def get(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+        numel = math.prod(shape)
+        buf = self._bufs.get(name)
+        if buf is None or buf.numel() < numel:
+            buf = torch.empty(numel, device=self.device)
+            self._bufs[name] = buf
+        return buf[:numel].view(shape)
+
+    def projection(self, n_heads: int, d_head: int) -> torch.Tensor:
+        """``(D, H)`` block-diagonal matrix of one fixed random unit vector per head (for the attention check)."""
+        key = f"projection/{n_heads}/{d_head}"
+        r = self._bufs.get(key)
+        if r is None:
+            gen = torch.Generator().manual_seed(20210)
+            dirs = torch.randn(n_heads, d_head, generator=gen)
+            dirs /= dirs.norm(dim=1, keepdim=True)  # (H, dh)
+            r = torch.block_diag(*dirs[:, :, None]).to(self.device)  # (H*dh, H)
+            self._bufs[key] = r
+        return r
+
+
 def _norm(z: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(z, dim=-1)
 
@@ -307,6 +341,7 @@ def decompose_layer(
     *,
     keep_vectors: bool = True,
     out: dict[str, torch.Tensor] | None = None,
+    workspace: "_Workspace | None" = None,
 ) -> dict[str, torch.Tensor]:
     """The decomposition of one layer from the tensors its forward pass produced.
 
@@ -336,6 +371,10 @@ def decompose_layer(
     out : dict of str to (B, N, D) tensors, optional
         Where to write ``mix``, ``keep_attn``, ``keep_res`` and ``bias`` (e.g.
         slices of the result's (L, B, N, D) fields), saving a copy.
+    workspace : _Workspace, optional
+        Scratch buffers reused from layer to layer (fewer large allocations).
+        Vectors that are returned and not written to ``out`` live in it, so
+        they are only valid until the next call with the same workspace.
 
     Returns
     -------
@@ -350,73 +389,101 @@ def decompose_layer(
     H = n_heads
     dh = D // H
     out = out or {}
+    ws = workspace if workspace is not None else _Workspace(x.device)
     pad = additive_mask != 0  # (B, N)
     has_pad = bool(pad.any())
     inf = float("inf")
 
-    # attention weights from the model's own Q and K, in the same order of operations as eager BERT
-    qh = q.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
-    kh = k.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
-    vh = v.view(B, N, H, dh).transpose(1, 2)  # (B, H, N, dh)
-    scores = torch.matmul(qh, kh.transpose(-1, -2)).mul_(dh**-0.5)  # (B, H, N, N)
+    # attention weights from the model's own Q and K: softmax(Q K^T / sqrt(d') + mask), per head
+    # (Q / sqrt(d')) K^T: the scaling rides on the copy of Q into head-major layout
+    q3 = torch.mul(q.view(B, N, H, dh).transpose(1, 2), dh**-0.5, out=ws.get("q3", (B, H, N, dh))).view(B * H, N, dh)
+    k3t = ws.get("k3t", (B, H, dh, N)).copy_(k.view(B, N, H, dh).permute(0, 2, 3, 1)).view(B * H, dh, N)
+    scores = ws.get("scores", (B * H, N, N))
     if has_pad:
-        scores.add_(additive_mask[:, None, None, :])
-    alpha = torch.softmax(scores, dim=-1)  # (B, H, N, N)
-    del scores
-    a_self = alpha.diagonal(dim1=-2, dim2=-1).transpose(1, 2).contiguous()  # (B, N, H): alpha^h_{j,j}
-    # self-check 1: alpha V must be the model's own attention output
-    diff = torch.matmul(alpha, vh).sub_(context.view(B, N, H, dh).transpose(1, 2))  # (B, H, N, dh)
+        mask = additive_mask[:, None, None, :].expand(B, H, 1, N).reshape(B * H, 1, N)  # (B*H, 1, N)
+        torch.baddbmm(mask, q3, k3t, out=scores)
+    else:
+        torch.bmm(q3, k3t, out=scores)
+    alpha = torch.softmax(scores, dim=-1)  # (B*H, N, N)
+    a_self = alpha.diagonal(dim1=-2, dim2=-1).view(B, H, N).transpose(1, 2).contiguous()  # (B, N, H): alpha^h_{j,j}
+    # self-check 1: alpha V must be the model's own attention output (the input of attn_out). Checked on one
+    # fixed random unit direction per head, (alpha V) r^h = alpha (V r^h): a matrix-vector product instead of a
+    # second alpha V product; any difference in alpha shows up in it (with probability 1).
+    r = ws.projection(H, dh)  # (D, H), block-diagonal
+    v_r = torch.mm(v.reshape(B * N, D), r).view(B, N, H).transpose(1, 2).reshape(B * H, N, 1)  # (B*H, N, 1)
+    ctx_r = torch.mm(context.reshape(B * N, D), r).view(B, N, H).transpose(1, 2)  # (B, H, N)
+    diff_ctx = torch.bmm(alpha, v_r).view(B, H, N).sub_(ctx_r)  # (B, H, N)
     del alpha
     if has_pad:
-        diff.masked_fill_(pad[:, None, :, None], 0.0)
-    attention_error = torch.linalg.vector_norm(diff, ord=inf)
-    del diff
+        diff_ctx.masked_fill_(pad[:, None, :], 0.0)
+    attention_error = torch.linalg.vector_norm(diff_ctx, ord=inf)
 
-    # f_j(x_j) = sum_h alpha^h_jj v^h_j W_O^h ; the rest of the attention output is what attention mixes in
-    self_ctx = (v.view(B, N, H, dh) * a_self.unsqueeze(-1)).view(B, N, D)  # (B, N, D)
-    f_self = torch.matmul(self_ctx, w_o.t())  # (B, N, D)
-    del self_ctx
-    f_others = torch.sub(attn_out, f_self)  # (B, N, D)
-    if b_o is not None:
-        f_others.sub_(b_o)
+    # The per-token part runs on blocks of whole sequences of about BLOCK_TOKENS tokens, so that the dozen
+    # element-wise passes below work on data that is still in the CPU cache.
+    dev = x.device
+    vec = {}
+    if keep_vectors:
+        vec = {name: out[name] if out.get(name) is not None else torch.empty((B, N, D), device=dev) for name in VECTOR_FIELDS}
+    norm_names = ("norm_mix", "norm_keep_attn", "norm_res", "norm_keep", "norm_mix_ln", "norm_keep_attn_ln", "norm_res_ln", "norm_keep_ln")
+    norms = {name: torch.empty((B, N), device=dev) for name in norm_names}  # (B, N) each
+    b_c = (b_o - b_o.mean()) * gamma if b_o is not None else torch.zeros_like(gamma)  # (D,): centred b_O times gamma
+    ln_error = torch.zeros((), device=dev)
+    step = max(1, BLOCK_TOKENS // max(N, 1))
+    for s0 in range(0, B, step):
+        sl = slice(s0, min(B, s0 + step))
+        b = sl.stop - s0
+        xb = x[sl]  # (b, N, D)
 
-    # g(z) = (z - m(z)) / s(y_j) * gamma, with s from the real LayerNorm input y_j
-    inv_s = torch.rsqrt(ln_in.var(dim=-1, unbiased=False, keepdim=True).add_(eps))  # (B, N, 1)
+        # f_j(x_j) = sum_h alpha^h_jj v^h_j W_O^h ; the rest of the attention output is what attention mixes in
+        self_ctx = torch.mul(v[sl].view(b, N, H, dh), a_self[sl].unsqueeze(-1), out=ws.get("tmp", (b, N, H, dh)))
+        f_self = torch.mm(self_ctx.view(b * N, D), w_o.t(), out=ws.get("f_self", (b * N, D))).view(b, N, D)
+        f_others = torch.sub(attn_out[sl], f_self, out=ws.get("f_others", (b, N, D)))  # (b, N, D)
+        if b_o is not None:
+            f_others.sub_(b_o)
 
-    def g(z: torch.Tensor, name: str) -> torch.Tensor:
-        # the fused layer_norm kernel gives (z - m(z)) * r(z) * gamma and r(z) = 1/sqrt(var(z) + 1e-12);
-        # multiplying by s(y_j)^-1 / r(z) leaves (z - m(z)) * gamma / s(y_j) (exact for any positive epsilon)
-        normed, _, rstd = torch.native_layer_norm(z, (D,), gamma, None, 1e-12)  # (B, N, D), _, (B, N, 1)
-        factor = inv_s / rstd  # (B, N, 1)
-        dst = out.get(name)
-        return normed.mul_(factor) if dst is None else torch.mul(normed, factor, out=dst)
+        # g(z) = (z - m(z)) / s(y_j) * gamma, with s(y_j) the standard deviation of the real LayerNorm input
+        y = ln_in[sl]
+        centred = torch.sub(y, y.mean(dim=-1, keepdim=True), out=ws.get("tmp", (b, N, D)))  # (b, N, D)
+        var = torch.linalg.vector_norm(centred, dim=-1, keepdim=True).square_().div_(D)  # (b, N, 1), population variance
+        inv_s = torch.rsqrt(var.add_(eps))  # (b, N, 1)
+        scale = torch.mul(inv_s, gamma, out=ws.get("scale", (b, N, D)))  # (b, N, D)
 
-    mix = g(f_others, "mix")  # (B, N, D)
-    keep_attn = g(f_self, "keep_attn")  # (B, N, D)
-    keep_res = g(x, "keep_res")  # (B, N, D)
-    b_c = (b_o - b_o.mean()) * gamma if b_o is not None else torch.zeros_like(gamma)  # (D,)
-    bias_dst = out.get("bias")
-    if bias_dst is None:
-        bias = torch.addcmul(beta, inv_s, b_c)  # (B, N, D): g(b_O) + beta
-    else:
-        bias = torch.addcmul(beta, inv_s, b_c, out=bias_dst)
+        def g(z: torch.Tensor, name: str, scale: torch.Tensor = scale, sl: slice = sl, b: int = b) -> torch.Tensor:
+            dst = vec[name][sl] if name in vec else ws.get(name, (b, N, D))
+            return torch.sub(z, z.mean(dim=-1, keepdim=True), out=dst).mul_(scale)
 
-    # norms; those of sums through ||a + b||^2 = ||a||^2 + ||b||^2 + 2<a, b> (no extra tensor)
-    def norm_of_sum(na: torch.Tensor, nb: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return (na * na + nb * nb + 2.0 * torch.linalg.vecdot(a, b)).clamp_min_(0.0).sqrt_()
+        mix = g(f_others, "mix")  # (b, N, D)
+        keep_attn = g(f_self, "keep_attn")  # (b, N, D)
+        keep_res = g(xb, "keep_res")  # (b, N, D)
+        if keep_vectors:  # g(b_O) + beta
+            torch.addcmul(beta, inv_s, b_c, out=vec["bias"][sl])
 
-    n_mix, n_keep_attn, n_res = _norm(f_others), _norm(f_self), _norm(x)
-    n_keep = norm_of_sum(n_keep_attn, n_res, f_self, x)
-    del f_others, f_self
-    n_mix_ln, n_keep_attn_ln, n_res_ln = _norm(mix), _norm(keep_attn), _norm(keep_res)
-    n_keep_ln = norm_of_sum(n_keep_attn_ln, n_res_ln, keep_attn, keep_res)
+        def norm(z: torch.Tensor, name: str, sl: slice = sl) -> None:
+            torch.linalg.vector_norm(z, dim=-1, out=norms[name][sl])
 
-    # self-check 2: the four vectors must add up to the model's own LayerNorm output
-    diff = torch.add(mix, keep_attn).add_(keep_res).add_(bias).sub_(ln_out)  # (B, N, D)
-    if has_pad:
-        diff.masked_fill_(pad[..., None], 0.0)
-    ln_error = torch.linalg.vector_norm(diff, ord=inf)
-    del diff
+        norm(f_others, "norm_mix")
+        norm(f_self, "norm_keep_attn")
+        norm(xb, "norm_res")
+        norm(torch.add(f_self, xb, out=ws.get("tmp", (b, N, D))), "norm_keep")
+        norm(mix, "norm_mix_ln")
+        norm(keep_attn, "norm_keep_attn_ln")
+        norm(keep_res, "norm_res_ln")
+        keep_ln = torch.add(keep_attn, keep_res, out=ws.get("tmp", (b, N, D)))  # (b, N, D)
+        norm(keep_ln, "norm_keep_ln")
+
+        # self-check 2: the four vectors must add up to the model's own LayerNorm output
+        diff = keep_ln.add_(mix)
+        if keep_vectors:
+            diff.add_(vec["bias"][sl])
+        else:
+            diff.addcmul_(inv_s, b_c).add_(beta)
+        diff.sub_(ln_out[sl])
+        if has_pad:
+            diff.masked_fill_(pad[sl, :, None], 0.0)
+        ln_error = torch.maximum(ln_error, torch.linalg.vector_norm(diff, ord=inf))
+
+    n_mix, n_keep_attn, n_res, n_keep = norms["norm_mix"], norms["norm_keep_attn"], norms["norm_res"], norms["norm_keep"]
+    n_mix_ln, n_keep_attn_ln, n_keep_ln = norms["norm_mix_ln"], norms["norm_keep_attn_ln"], norms["norm_keep_ln"]
     alpha_self = a_self.transpose(1, 2)  # (B, H, N)
     attn_w = 1.0 - alpha_self.mean(dim=1)  # (B, N)
     res = {
@@ -425,20 +492,12 @@ def decompose_layer(
         "attn_n": n_mix / (n_mix + n_keep_attn),
         "attn_w": attn_w,
         "attnres_w": attn_w / 2.0,
-        "norm_mix": n_mix,
-        "norm_keep_attn": n_keep_attn,
-        "norm_res": n_res,
-        "norm_keep": n_keep,
-        "norm_mix_ln": n_mix_ln,
-        "norm_keep_attn_ln": n_keep_attn_ln,
-        "norm_res_ln": n_res_ln,
-        "norm_keep_ln": n_keep_ln,
+        **norms,
         "alpha_self": alpha_self,
         "ln_error": ln_error,
         "attention_error": attention_error,
     }
-    if keep_vectors:
-        res.update(mix=mix, keep_attn=keep_attn, keep_res=keep_res, bias=bias)
+    res.update(vec)
     return res
 
 
@@ -675,6 +734,7 @@ def decompose(
         ln = enc.module(layer, "attn_norm")
         params[layer] = (w_o, b_o, ln.weight.detach(), ln.bias.detach(), float(ln.eps))
 
+    workspace = _Workspace(dev)
     bar = _progress(B, math.ceil(B / int(batch_size)), progress, f"decompose ({enc.name})")
     state: dict[str, Any] = {}
     try:
@@ -696,7 +756,7 @@ def decompose(
                 dst = {name: t[li, b0:b1, :n] for name, t in vecs.items()} if on_cpu else None
                 res = decompose_layer(
                     got["x"], got["q"], got["k"], got["v"], got["context"], got["attn_out"], ln_in, ln_out,
-                    additive, w_o, b_o, gamma, beta, eps, H, keep_vectors=keep_vectors, out=dst,
+                    additive, w_o, b_o, gamma, beta, eps, H, keep_vectors=keep_vectors, out=dst, workspace=workspace,
                 )
                 err = float(res.pop("ln_error"))
                 ctx_err = float(res.pop("attention_error"))

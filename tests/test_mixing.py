@@ -222,12 +222,19 @@ def test_padding_invariance(tiny_enc):
     assert (padded.categories[1, n:] == "[PAD]").all()
 
 
-def test_chunks_equal_one_batch(tiny_enc):
+def test_chunks_and_blocks_equal_one_batch(tiny_enc, monkeypatch):
     one = mixlib.decompose(tiny_enc, TEXTS, batch_size=32, progress=False)
     chunked = mixlib.decompose(tiny_enc, TEXTS, batch_size=1, progress=False)
+    monkeypatch.setattr(mx, "BLOCK_TOKENS", 1)  # the per-token part one sequence at a time
+    blocked = mixlib.decompose(tiny_enc, TEXTS, batch_size=2, progress=False)
+    blocked_novec = mixlib.decompose(tiny_enc, TEXTS, batch_size=2, vectors=False, progress=False)
     for name in (*mx.METRICS, *mx.VECTOR_FIELDS):
         torch.testing.assert_close(getattr(chunked, name), getattr(one, name), atol=1e-5, rtol=1e-5, equal_nan=True, msg=name)
+        torch.testing.assert_close(getattr(blocked, name), getattr(one, name), atol=1e-5, rtol=1e-5, equal_nan=True, msg=name)
+    for name in mx.METRICS:
+        torch.testing.assert_close(getattr(blocked_novec, name), getattr(one, name), atol=1e-5, rtol=1e-5, equal_nan=True, msg=name)
     assert torch.equal(chunked.input_ids, one.input_ids)
+    assert (blocked.max_error <= 1e-4).all()
 
 
 def test_layer_subset(tiny_enc):
