@@ -357,7 +357,7 @@ def cluster_vocab(
     k, seed, n_init, max_iter = int(k), int(seed), int(n_init), int(max_iter)
     E = np.ascontiguousarray(enc.word_embeddings().numpy(), dtype=np.float32)  # (V, D)
     D = E.shape[1]
-    tokens = tuple(_vocab_strings(enc, V))
+    tokens = tuple(enc.token_strings(V))
 
     from . import cache as _cache
 
@@ -401,12 +401,6 @@ def cluster_vocab(
     return _assemble(enc, E, tokens, labels, centroids, k=k, seed=seed, inertia=inertia, n_iter=n_iter, seconds=seconds, hit=hit)
 
 
-def _vocab_strings(enc: Any, V: int) -> list[str]:
-    tok = enc.tokenizer
-    n = min(V, len(tok))
-    toks = tok.convert_ids_to_tokens(list(range(n)))
-    toks = [t if t is not None else f"<id {i}>" for i, t in enumerate(toks)]
-    return toks + [f"<id {i}>" for i in range(n, V)]
 
 
 def _assemble(enc, E, tokens, labels, centroids, *, k, seed, inertia, n_iter, seconds, hit) -> VocabClusters:

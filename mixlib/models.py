@@ -44,6 +44,7 @@ __all__ = [
     "load_encoder",
     "resolve_device",
     "hub_reachable",
+    "tcp_reachable",
 ]
 
 DEFAULT_MODEL = "bert-base-uncased"
@@ -141,8 +142,16 @@ def hub_reachable(host: str | None = None, port: int | None = None, timeout: flo
     if _env_offline():
         return False
     default_host, default_port = _hub_address()
-    host = host or default_host
-    port = port or default_port
+    return tcp_reachable(host or default_host, port or default_port, timeout)
+
+
+def tcp_reachable(host: str, port: int, timeout: float = PROBE_TIMEOUT) -> bool:
+    """True when a TCP connection to ``host:port`` opens within ``timeout`` seconds.
+
+    The probe runs in a daemon thread that is abandoned after ``timeout`` (DNS
+    lookups cannot be interrupted in Python), so the caller never waits longer,
+    whatever the network does.
+    """
     result: list[bool] = []
 
     def probe() -> None:
@@ -282,6 +291,15 @@ class Encoder:
     def word_embeddings(self) -> torch.Tensor:
         """The word-embedding matrix, ``(V, D)``, float32 on the CPU (a detached view)."""
         return self.embedding_module("word_embeddings").weight.detach().float().cpu()
+
+    def token_strings(self, n: int | None = None) -> list[str]:
+        """Token string of every id ``0..n-1`` (default: the vocabulary); ids the tokenizer
+        does not know (e.g. rows padded onto the embedding matrix) become ``"<id N>"``."""
+        n = self.vocab_size if n is None else int(n)
+        tok = self.tokenizer
+        toks = tok.convert_ids_to_tokens(list(range(min(n, len(tok)))))
+        toks = [t if t is not None else f"<id {i}>" for i, t in enumerate(toks)]
+        return toks + [f"<id {i}>" for i in range(len(toks), n)]
 
     def position_embeddings(self) -> torch.Tensor:
         """The usable absolute position embeddings, ``(P, D)`` on the CPU (RoBERTa's reserved rows dropped)."""

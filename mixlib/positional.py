@@ -214,7 +214,7 @@ def positional_orthogonality(
     mean = s1 / count if count else float("nan")
     var = max(s2 / count - mean * mean, 0.0) if count else float("nan")
 
-    tokens = _tokens(enc, V)
+    tokens = enc.token_strings(V)
     if n_top and cand_val:
         cv, cw, cp = np.concatenate(cand_val), np.concatenate(cand_w), np.concatenate(cand_p)
         order = np.lexsort((cp, cw, -np.abs(cv)))[:n_top]
@@ -260,12 +260,6 @@ def positional_orthogonality(
     )
 
 
-def _tokens(enc: Any, V: int) -> list[str]:
-    tok = enc.tokenizer
-    n = min(V, len(tok))
-    toks = tok.convert_ids_to_tokens(list(range(n)))
-    toks = [t if t is not None else f"<id {i}>" for i, t in enumerate(toks)]
-    return toks + [f"<id {i}>" for i in range(n, V)]
 
 
 def position_attention(enc: Any, layer: int = 0, n: int = 64, *, layernorm: bool = False, bias: bool = False) -> np.ndarray:

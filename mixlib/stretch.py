@@ -206,7 +206,7 @@ def norm_stretch(
     Xc = _as_matrix(enc, X)  # (V, D) float32, validated
     tokens = None
     if X is None:
-        tokens = tuple(_token_strings(enc, Xc.shape[0]))
+        tokens = tuple(enc.token_strings(Xc.shape[0]))
     V, D = Xc.shape
     H, dh = enc.n_heads, enc.d_head
     dev = enc.device
@@ -247,12 +247,6 @@ def norm_stretch(
     )
 
 
-def _token_strings(enc: Any, V: int) -> list[str]:
-    """Token string of every id ``0..V-1``; ids the tokenizer does not know become ``"<id N>"``."""
-    toks = enc.tokenizer.convert_ids_to_tokens(list(range(min(V, len(enc.tokenizer)))))
-    toks = [t if t is not None else f"<id {i}>" for i, t in enumerate(toks)]
-    toks += [f"<id {i}>" for i in range(len(toks), V)]
-    return toks
 
 
 @dataclass(frozen=True, eq=False)

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -56,19 +54,9 @@ def wikipedia_reachable(timeout: float = 3.0) -> bool:
     The probe runs in a daemon thread that is abandoned after ``timeout`` (DNS
     lookups cannot be interrupted), so the caller never waits longer.
     """
-    result: list[bool] = []
+    from .models import tcp_reachable
 
-    def probe() -> None:
-        try:
-            with socket.create_connection((HOST, 443), timeout=timeout):
-                result.append(True)
-        except OSError:
-            result.append(False)
-
-    t = threading.Thread(target=probe, daemon=True)
-    t.start()
-    t.join(timeout)
-    return bool(result and result[0])
+    return tcp_reachable(HOST, 443, timeout)
 
 
 def split_sentences(text: str) -> list[str]:

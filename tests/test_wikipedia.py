@@ -7,6 +7,7 @@ address that cannot answer.
 
 from __future__ import annotations
 
+import socket
 import time
 import urllib.error
 
@@ -28,7 +29,7 @@ def test_probe_gives_up_after_its_timeout(monkeypatch):
         time.sleep(5)
         raise OSError("too late")
 
-    monkeypatch.setattr(wikipedia.socket, "create_connection", hang)
+    monkeypatch.setattr(socket, "create_connection", hang)
     t0 = time.perf_counter()
     assert wikipedia.wikipedia_reachable(timeout=0.3) is False
     assert time.perf_counter() - t0 < 1.5
@@ -38,7 +39,7 @@ def test_probe_refused_is_false(monkeypatch):
     def refuse(*args, **kwargs):
         raise ConnectionRefusedError("refused")
 
-    monkeypatch.setattr(wikipedia.socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
     assert wikipedia.wikipedia_reachable(timeout=1.0) is False
 
 
