@@ -33,7 +33,12 @@ needed beyond that:
 * ``sum_{i != j} f_j(x_i) = (attention output - b_O) - f_j(x_j)``.
 
 The n x n x d tensor of all f_j(x_i) is never built; memory per layer is
-O(B*N*D) plus the (B, H, N, N) attention weights the model itself holds.
+O(B*N*D) plus the (B, H, N, N) attention weights the model itself holds. Each
+layer is decomposed inside the hook on its LayerNorm, while the forward pass
+runs, and the pass stops after the last layer asked for (the last FFN is never
+computed). The per-token work goes through blocks of about
+:data:`BLOCK_TOKENS` tokens with reused scratch buffers, so that it stays in
+the CPU cache.
 
 Every call checks itself on every layer: mix + keep_attn + keep_res + bias
 must reproduce the model's own LayerNorm output (max abs error over all real
@@ -113,7 +118,7 @@ VECTOR_LIMIT_BYTES = 1 << 30
 #: Field names of the four vectors of eq. (1).
 VECTOR_FIELDS = ("mix", "keep_attn", "keep_res", "bias")
 #: Tokens per block in the per-token part of :func:`decompose_layer` (keeps its working set in the CPU cache).
-BLOCK_TOKENS = 512
+BLOCK_TOKENS = 2048
 #: Keys a tokenized batch may carry (the rest is refused, so that typos do not pass silently).
 BATCH_KEYS = ("input_ids", "attention_mask", "token_type_ids", "special_tokens_mask", "masked")
 
@@ -394,45 +399,49 @@ def decompose_layer(
     has_pad = bool(pad.any())
     inf = float("inf")
 
-    # attention weights from the model's own Q and K: softmax(Q K^T / sqrt(d') + mask), per head
-    # (Q / sqrt(d')) K^T: the scaling rides on the copy of Q into head-major layout
-    q3 = torch.mul(q.view(B, N, H, dh).transpose(1, 2), dh**-0.5, out=ws.get("q3", (B, H, N, dh))).view(B * H, N, dh)
-    k3t = ws.get("k3t", (B, H, dh, N)).copy_(k.view(B, N, H, dh).permute(0, 2, 3, 1)).view(B * H, dh, N)
-    scores = ws.get("scores", (B * H, N, N))
-    if has_pad:
-        mask = additive_mask[:, None, None, :].expand(B, H, 1, N).reshape(B * H, 1, N)  # (B*H, 1, N)
-        torch.baddbmm(mask, q3, k3t, out=scores)
-    else:
-        torch.bmm(q3, k3t, out=scores)
-    alpha = torch.softmax(scores, dim=-1)  # (B*H, N, N)
-    a_self = alpha.diagonal(dim1=-2, dim2=-1).view(B, H, N).transpose(1, 2).contiguous()  # (B, N, H): alpha^h_{j,j}
-    # self-check 1: alpha V must be the model's own attention output (the input of attn_out). Checked on one
-    # fixed random unit direction per head, (alpha V) r^h = alpha (V r^h): a matrix-vector product instead of a
-    # second alpha V product; any difference in alpha shows up in it (with probability 1).
-    r = ws.projection(H, dh)  # (D, H), block-diagonal
-    v_r = torch.mm(v.reshape(B * N, D), r).view(B, N, H).transpose(1, 2).reshape(B * H, N, 1)  # (B*H, N, 1)
-    ctx_r = torch.mm(context.reshape(B * N, D), r).view(B, N, H).transpose(1, 2)  # (B, H, N)
-    diff_ctx = torch.bmm(alpha, v_r).view(B, H, N).sub_(ctx_r)  # (B, H, N)
-    del alpha
-    if has_pad:
-        diff_ctx.masked_fill_(pad[:, None, :], 0.0)
-    attention_error = torch.linalg.vector_norm(diff_ctx, ord=inf)
-
-    # The per-token part runs on blocks of whole sequences of about BLOCK_TOKENS tokens, so that the dozen
-    # element-wise passes below work on data that is still in the CPU cache.
+    # Everything runs on blocks of whole sequences of about BLOCK_TOKENS tokens, so that the attention
+    # weights and the dozen element-wise passes below work on data that is still in the CPU cache.
     dev = x.device
     vec = {}
     if keep_vectors:
         vec = {name: out[name] if out.get(name) is not None else torch.empty((B, N, D), device=dev) for name in VECTOR_FIELDS}
     norm_names = ("norm_mix", "norm_keep_attn", "norm_res", "norm_keep", "norm_mix_ln", "norm_keep_attn_ln", "norm_res_ln", "norm_keep_ln")
     norms = {name: torch.empty((B, N), device=dev) for name in norm_names}  # (B, N) each
+    a_self = torch.empty((B, N, H), device=dev)  # alpha^h_{j,j}
     b_c = (b_o - b_o.mean()) * gamma if b_o is not None else torch.zeros_like(gamma)  # (D,): centred b_O times gamma
+    r = ws.projection(H, dh)  # (D, H), block-diagonal: one fixed random unit vector per head
     ln_error = torch.zeros((), device=dev)
+    attention_error = torch.zeros((), device=dev)
     step = max(1, BLOCK_TOKENS // max(N, 1))
     for s0 in range(0, B, step):
         sl = slice(s0, min(B, s0 + step))
         b = sl.stop - s0
         xb = x[sl]  # (b, N, D)
+        pad_b = pad[sl]  # (b, N)
+        pad_here = has_pad and bool(pad_b.any())
+
+        # attention weights from the model's own Q and K: softmax(Q K^T / sqrt(d') + mask), per head;
+        # the scaling rides on the copy of Q into head-major layout
+        q3 = torch.mul(q[sl].view(b, N, H, dh).transpose(1, 2), dh**-0.5, out=ws.get("q3", (b, H, N, dh))).view(b * H, N, dh)
+        k3t = ws.get("k3t", (b, H, dh, N)).copy_(k[sl].view(b, N, H, dh).permute(0, 2, 3, 1)).view(b * H, dh, N)
+        scores = ws.get("scores", (b * H, N, N))
+        if pad_here:
+            mask = additive_mask[sl, None, None, :].expand(b, H, 1, N).reshape(b * H, 1, N)  # (b*H, 1, N)
+            torch.baddbmm(mask, q3, k3t, out=scores)
+        else:
+            torch.bmm(q3, k3t, out=scores)
+        alpha = torch.softmax(scores, dim=-1)  # (b*H, N, N)
+        a_self[sl] = alpha.diagonal(dim1=-2, dim2=-1).view(b, H, N).transpose(1, 2)
+        # self-check 1: alpha V must be the model's own attention output (the input of attn_out), compared along
+        # one fixed random unit direction r^h per head: (alpha V) r^h = alpha (V r^h), a matrix-vector product
+        # instead of a second alpha V; any difference in alpha shows up in it (with probability 1).
+        v_r = torch.mm(v[sl].reshape(b * N, D), r).view(b, N, H).transpose(1, 2).reshape(b * H, N, 1)  # (b*H, N, 1)
+        ctx_r = torch.mm(context[sl].reshape(b * N, D), r).view(b, N, H).transpose(1, 2)  # (b, H, N)
+        diff_ctx = torch.bmm(alpha, v_r).view(b, H, N).sub_(ctx_r)  # (b, H, N)
+        del alpha
+        if pad_here:
+            diff_ctx.masked_fill_(pad_b[:, None, :], 0.0)
+        attention_error = torch.maximum(attention_error, torch.linalg.vector_norm(diff_ctx, ord=inf))
 
         # f_j(x_j) = sum_h alpha^h_jj v^h_j W_O^h ; the rest of the attention output is what attention mixes in
         self_ctx = torch.mul(v[sl].view(b, N, H, dh), a_self[sl].unsqueeze(-1), out=ws.get("tmp", (b, N, H, dh)))
@@ -478,8 +487,8 @@ def decompose_layer(
         else:
             diff.addcmul_(inv_s, b_c).add_(beta)
         diff.sub_(ln_out[sl])
-        if has_pad:
-            diff.masked_fill_(pad[sl, :, None], 0.0)
+        if pad_here:
+            diff.masked_fill_(pad_b[..., None], 0.0)
         ln_error = torch.maximum(ln_error, torch.linalg.vector_norm(diff, ord=inf))
 
     n_mix, n_keep_attn, n_res, n_keep = norms["norm_mix"], norms["norm_keep_attn"], norms["norm_res"], norms["norm_keep"]
