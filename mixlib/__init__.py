@@ -28,6 +28,7 @@ _LAZY = {
     "mixing_table": "mixing",
     "mixing_summary": "mixing",
     "mask_tokens": "data",
+    "tokenize": "data",
     "token_categories": "data",
     # analysis B
     "norm_stretch": "stretch",
