@@ -522,21 +522,6 @@ class _StopForward(Exception):
 _PER_TOKEN_FIELDS = METRICS
 
 
-def _check_layers(enc: Any, layers: Any) -> tuple[int, ...]:
-    if layers is None:
-        return tuple(range(enc.n_layers))
-    if isinstance(layers, (int, np.integer)) and not isinstance(layers, bool):
-        layers = [int(layers)]
-    if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
-        raise TypeError(f"layers must be None, an int or a list of ints (0..{enc.n_layers - 1}); got {layers!r}.")
-    layers = [int(x) if isinstance(x, np.integer) else x for x in layers]
-    if not layers:
-        raise ValueError(f"layers is empty; give None (all layers) or some of 0..{enc.n_layers - 1}.")
-    for layer in layers:
-        enc.check_layer(layer)
-    if len(set(layers)) != len(layers):
-        raise ValueError(f"layers={layers} has duplicates; give each layer once.")
-    return tuple(sorted(layers))
 
 
 def _as_tensor(value: Any, key: str) -> torch.Tensor:
@@ -718,7 +703,7 @@ def decompose(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is not allowed; give a positive int.")
-    layer_idx = _check_layers(enc, layers)
+    layer_idx = enc.check_layers(layers)
     inputs = _as_batch(enc, batch, max_length)
     ids, am = inputs["input_ids"], inputs["attention_mask"]
     B, N = ids.shape

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import numbers
 import os
 import socket
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -317,6 +319,28 @@ class Encoder:
         if not isinstance(layer, int) or isinstance(layer, bool) or not 0 <= layer < self.n_layers:
             raise ValueError(f"layer={layer!r} is out of range: {self.name} has layers 0..{self.n_layers - 1} (0-based).")
         return layer
+
+    def check_layers(self, layers: Any = None) -> tuple[int, ...]:
+        """Validate a layer selection: ``None`` (all layers), an int, or an iterable of ints.
+
+        Returns the selected 0-based layers as a sorted tuple; an empty selection,
+        a repeated layer, a layer out of range or a non-integer is a clear error.
+        """
+        if layers is None:
+            return tuple(range(self.n_layers))
+        if isinstance(layers, numbers.Integral) and not isinstance(layers, bool):
+            layers = [layers]
+        if isinstance(layers, (str, bytes)) or not isinstance(layers, Iterable):
+            raise TypeError(f"layers must be None, an int or a list of ints (0..{self.n_layers - 1}); got {layers!r}.")
+        # NumPy integers become ints; anything else goes to check_layer as it is (and is refused there)
+        chosen = [int(x) if isinstance(x, numbers.Integral) and not isinstance(x, bool) else x for x in layers]
+        if not chosen:
+            raise ValueError(f"layers is empty; give None (all layers) or some of 0..{self.n_layers - 1}.")
+        for layer in chosen:
+            self.check_layer(layer)
+        if len(set(chosen)) != len(chosen):
+            raise ValueError(f"layers={chosen} has duplicates; give each layer once.")
+        return tuple(sorted(chosen))
 
     def check_head(self, head: int) -> int:
         if not isinstance(head, int) or isinstance(head, bool) or not 0 <= head < self.n_heads:

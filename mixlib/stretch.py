@@ -34,19 +34,6 @@ PROJECTIONS: tuple[str, ...] = ("query", "key", "value")
 _SHORT = {"q": "query", "k": "key", "v": "value", "query": "query", "key": "key", "value": "value"}
 
 
-def _layers_arg(enc: Any, layers: int | Iterable[int] | None) -> tuple[int, ...]:
-    if layers is None:
-        return tuple(range(enc.n_layers))
-    if isinstance(layers, (int, np.integer)) and not isinstance(layers, bool):
-        layers = [int(layers)]
-    out = tuple(int(l) if isinstance(l, np.integer) else l for l in layers)
-    if not out:
-        raise ValueError(f"layers is empty; pass None for all layers or indices in 0..{enc.n_layers - 1}.")
-    for l in out:
-        enc.check_layer(l)
-    if len(set(out)) != len(out):
-        raise ValueError(f"layers={out} repeats a layer; give each layer once.")
-    return out
 
 
 def _as_matrix(enc: Any, X: Any) -> torch.Tensor:
@@ -200,7 +187,7 @@ def norm_stretch(
     >>> s.psi_qkv.shape                            # doctest: +SKIP
     (12, 12, 30522)
     """
-    Lsel = _layers_arg(enc, layers)
+    Lsel = enc.check_layers(layers)
     if chunk is not None and (not isinstance(chunk, (int, np.integer)) or isinstance(chunk, bool) or chunk < 1):
         raise ValueError(f"chunk={chunk!r}; expected a positive number of rows or None.")
     Xc = _as_matrix(enc, X)  # (V, D) float32, validated
@@ -328,7 +315,7 @@ def stretch_bounds(enc: Any, *, layers: int | Iterable[int] | None = None) -> St
     >>> b = stretch_bounds(enc)                              # doctest: +SKIP
     >>> lo, hi = b.bounds("q", layer=2, head=1)              # doctest: +SKIP
     """
-    Lsel = _layers_arg(enc, layers)
+    Lsel = enc.check_layers(layers)
     H, dh, D = enc.n_heads, enc.d_head, enc.d_model
     lam = np.empty((3, len(Lsel), H, dh))
     top = np.empty((3, len(Lsel), H, D))

@@ -81,6 +81,18 @@ def test_layer_and_head_out_of_range(packaged_enc):
         packaged_enc.module(0, "ffn")
 
 
+def test_layer_selection(packaged_enc):
+    import numpy as np
+
+    enc = packaged_enc
+    assert enc.check_layers(None) == tuple(range(6))
+    assert enc.check_layers(np.int64(2)) == (2,) and enc.check_layers([4, np.int32(1)]) == (1, 4)
+    for bad, err, msg in (([], ValueError, "empty"), ([1, 1], ValueError, "duplicates"), ("01", TypeError, "list of ints"),
+                          (1.5, TypeError, "list of ints"), ([6], ValueError, "0..5"), ([True], ValueError, "out of range")):
+        with pytest.raises(err, match=msg):
+            enc.check_layers(bad)
+
+
 def test_packaged_embeddings_agree_with_the_model(packaged_enc):
     """The module table points at the modules the forward pass really uses."""
     enc = packaged_enc
