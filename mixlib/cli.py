@@ -218,7 +218,7 @@ def cmd_stretch(args: argparse.Namespace) -> None:
     plots.setup()
     mean = pd.DataFrame(np.nanmean(st.psi_qkv, axis=2), index=pd.Index(st.layers, name="層"),
                         columns=[f"H{h}" for h in range(enc.n_heads)])
-    out.fig("psi_qkv_mean_by_head.png", plots.plot_norm_heatmaps({"ψ_qkv の全トークン平均（層 × ヘッド）": mean}, enc, fmt=".2f"))
+    out.fig("psi_qkv_mean_by_head.png", plots.plot_norm_heatmaps({"ψ_qkv の全トークン平均（層 × ヘッド）": mean}, enc, annot=False))
     out.report(t0)
 
 

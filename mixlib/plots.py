@@ -69,7 +69,12 @@ def caption(fig: plt.Figure | None, enc_or_name: Any, note: str = "") -> plt.Fig
     text = f"モデル: {model_label(enc_or_name)}"
     if note:
         text += f"　{note}"
-    fig.text(0.5, -0.01, text, ha="center", va="top", fontsize=9, color="#444444")
+    # below everything the axes draw (tick labels and x labels may reach under the figure's
+    # bottom edge when no tight_layout was called); bbox_inches="tight" keeps it in the image
+    renderer = fig.canvas.get_renderer()
+    bottoms = [ax.get_tightbbox(renderer).y0 / fig.bbox.height for ax in fig.axes if ax.get_visible()]
+    y = min([0.0, *bottoms]) - 0.01
+    fig.text(0.5, y, text, ha="center", va="top", fontsize=9, color="#444444")
     return fig
 
 
@@ -267,7 +272,8 @@ def plot_mixing_by_layer(
     return caption(fig, enc, note)
 
 
-def plot_norm_heatmaps(tables: Any, enc: Any, *, fmt: str = ".1f", cmap: str = "rocket_r", shared: bool = True, note: str = "") -> plt.Figure:
+def plot_norm_heatmaps(tables: Any, enc: Any, *, fmt: str = ".1f", cmap: str = "rocket_r", shared: bool = True, annot: bool = True,
+                       note: str = "") -> plt.Figure:
     """Heatmaps (layer x category) of several norm tables side by side, one colour scale.
 
     Parameters
@@ -279,6 +285,8 @@ def plot_norm_heatmaps(tables: Any, enc: Any, *, fmt: str = ".1f", cmap: str = "
         Annotation format.
     shared : bool, default True
         One colour scale for all panels, so that sizes can be compared across panels.
+    annot : bool, default True
+        Write each cell's value; turn off for wide tables (e.g. 12 heads) where numbers would overlap.
 
     Returns
     -------
@@ -295,7 +303,7 @@ def plot_norm_heatmaps(tables: Any, enc: Any, *, fmt: str = ".1f", cmap: str = "
     rows = items[0][1].shape[0]
     fig, axes = plt.subplots(1, n, figsize=(3.9 * n, 0.38 * rows + 1.9), squeeze=False)
     for i, (ax, (ttl, t)) in enumerate(zip(axes[0], items)):
-        sns.heatmap(t.astype(float), ax=ax, annot=True, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax,
+        sns.heatmap(t.astype(float), ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax,
                     cbar=(i == n - 1), annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white")
         ax.set_title(ttl, fontsize=10)
         ax.set_xlabel("")

@@ -331,3 +331,14 @@ def test_plot_position_head_profile_bars():
     bars = fig.axes[1].patches  # axes: map, profile, colour bar
     prof = plots.attention_by_offset(A, 3)["weight"]
     np.testing.assert_allclose([b.get_height() for b in bars], prof.to_numpy())
+
+
+def test_caption_sits_below_the_axes_labels_without_tight_layout():
+    """The caption must not overlap tick labels or the x label, even when the caller forgot tight_layout."""
+    fig, ax = plt.subplots(figsize=(4, 2))
+    ax.plot([0, 1])
+    ax.set_xlabel("層（0 始まり）")
+    plots.caption(fig, "テストモデル")
+    renderer = fig.canvas.get_renderer()
+    assert fig.texts[-1].get_window_extent(renderer).y1 <= ax.get_tightbbox(renderer).y0
+    plt.close(fig)
