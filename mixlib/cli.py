@@ -155,10 +155,34 @@ def _card(enc: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 
 
+PAPER_MODEL = "bert-base-uncased"
+
+
+def paper_comparison(ratio: Any, summary: Any, model: str) -> tuple[Any, Any]:
+    """The paper's numbers next to ours: ``(per_layer, pooled)`` tables.
+
+    For the paper's own model (bert-base-uncased) these are
+    :func:`mixlib.reference.compare` tables with the difference ours - paper;
+    for any other model the two sets of numbers stand side by side under the
+    column level ``"ours (<model>)"`` / ``"paper (bert-base-uncased)"`` and no
+    difference is taken (another model, possibly another number of layers).
+    """
+    import pandas as pd
+
+    from . import reference
+
+    paper_layers, paper_pooled = reference.paper_table(), reference.paper_summary()
+    if model == PAPER_MODEL:
+        return reference.compare(ratio, paper_layers), reference.compare(summary, paper_pooled)
+    keys = [f"ours ({model})", f"paper ({PAPER_MODEL})"]
+    return (pd.concat(dict(zip(keys, (ratio, paper_layers))), axis=1),
+            pd.concat(dict(zip(keys, (summary, paper_pooled))), axis=1))
+
+
 def cmd_mixing(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from . import plots, reference
+    from . import plots
     from .data import mask_tokens
     from .mixing import NORM_METRICS, decompose, mixing_summary, mixing_table
 
@@ -172,15 +196,18 @@ def cmd_mixing(args: argparse.Namespace) -> None:
     m = decompose(enc, batch, batch_size=args.batch_size, vectors=False, progress=True)
 
     ratio = mixing_table(m, metric="ratio")
+    summary = mixing_summary(m)
     out.csv("mixing_ratio_by_layer.csv", ratio, index_label="layer")
     out.csv("mixing_ratio_noln_by_layer.csv", mixing_table(m, metric="attnres_n"), index_label="layer")
     norms = pd.DataFrame({metric: mixing_table(m, metric=metric)["全体"] for metric in NORM_METRICS})
     out.csv("norms_by_layer.csv", norms, index_label="layer")
-    out.csv("summary.csv", mixing_summary(m), index_label="variant")
+    out.csv("summary.csv", summary, index_label="variant")
+    by_layer, pooled = paper_comparison(ratio, summary, enc.name)
+    out.csv("paper_vs_ours_by_layer.csv", by_layer, index_label="layer")
+    out.csv("paper_vs_ours_summary.csv", pooled, index_label="variant")
     out.json("run.json", {**_card(enc), "texts": len(texts), "mask_rate": args.rate, "seed": args.seed,
+                          "paper_model": PAPER_MODEL, "paper_diff": enc.name == PAPER_MODEL,
                           "max_reconstruction_error": [float(e) for e in m.max_error]})
-    if enc.name == "bert-base-uncased":
-        out.csv("paper_vs_ours.csv", reference.compare(ratio), index_label="layer")
 
     plots.setup()
     out.fig("mixing_ratio_by_layer.png", plots.plot_mixing_by_layer(ratio, enc))
@@ -324,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         args.func(args)
-    except (ValueError, OSError, TypeError) as err:
+    except (ValueError, OSError) as err:
         print(f"python -m mixlib {args.command}: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -79,8 +79,11 @@ def test_mixing_command_writes_tables_that_match_the_library(tmp_path, packaged_
     out = tmp_path / "mix"
     assert cli.main(["mixing", *MODEL, "--texts", str(texts), "--out", str(out), "--seed", "3"]) == 0
     for f in ("mixing_ratio_by_layer.csv", "norms_by_layer.csv", "summary.csv", "run.json",
+              "paper_vs_ours_by_layer.csv", "paper_vs_ours_summary.csv",
               "mixing_ratio_by_layer.png", "norms_by_layer.png"):
         assert (out / f).stat().st_size > 0, f
+    side = pd.read_csv(out / "paper_vs_ours_summary.csv", header=[0, 1], index_col=0)
+    assert set(side.columns.get_level_values(0)) == {"ours (all-MiniLM-L6-v2)", "paper (bert-base-uncased)"}
     table = pd.read_csv(out / "mixing_ratio_by_layer.csv", index_col="layer")
     batch = mixlib.mask_tokens(packaged_enc, cli.read_texts(texts), rate=0.12, seed=3)
     expected = mixlib.mixing_table(mixlib.decompose(packaged_enc, batch, vectors=False))
@@ -132,3 +135,33 @@ def test_positional_command(tmp_path, packaged_enc):
     assert hist["count"].sum() == summary["pairs"] == 30522 * 512
     for f in ("pca.png", "cos_histogram.png", "position_attention_layer0.png"):
         assert (out / f).stat().st_size > 0
+
+
+def test_paper_comparison_for_the_paper_model_takes_the_difference():
+    """The bert-base-uncased branch of the mixing command (it once called compare() with one table)."""
+    import numpy as np
+
+    from mixlib import reference
+
+    ours_layers = reference.paper_table() + 1.5
+    ours_pooled = reference.paper_summary().fillna(50.0) - 2.0
+    by_layer, pooled = cli.paper_comparison(ours_layers, ours_pooled, "bert-base-uncased")
+    assert len(by_layer) == 12
+    diff = by_layer.xs("diff", axis=1, level=1)
+    assert np.allclose(diff.to_numpy(dtype=float), 1.5)
+    pdiff = pooled.xs("diff", axis=1, level=1)
+    assert np.allclose(pdiff.dropna(how="all").to_numpy(dtype=float)[~np.isnan(pdiff.dropna(how="all").to_numpy(dtype=float))], -2.0)
+    other_layers, other_pooled = cli.paper_comparison(ours_layers.iloc[:6], ours_pooled, "some-model")
+    assert "diff" not in other_layers.columns.get_level_values(-1)
+    assert other_layers.shape[0] == 12 and other_layers["ours (some-model)"].iloc[6:].isna().all().all()
+
+
+def test_an_unexpected_exception_is_a_bug_not_bad_input(tmp_path, monkeypatch):
+    """A TypeError inside a command shows its traceback; it is not reported as bad input (exit 2)."""
+
+    def broken(args):
+        raise TypeError("compare() missing 1 required positional argument: 'paper'")
+
+    monkeypatch.setitem(cli.COMMANDS, "stretch", (broken, "broken"))
+    with pytest.raises(TypeError, match="missing 1 required"):
+        cli.main(["stretch", *MODEL, "--out", str(tmp_path / "o")])
