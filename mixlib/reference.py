@@ -7,6 +7,13 @@ table or figure, model, data); nothing here is computed. Currently:
     Analysis A on bert-base-uncased, 992 Wikipedia sequences of Clark et al.
     (2019), 12% masked: the pooled mixing-ratio variants (EMNLP 2021, Table 1)
     and AttnResLn-N per layer and token category (NLP2021, Fig. 2).
+``maeda2024``
+    Maeda et al. (NLP2024) on bert-base-uncased: the cluster examples
+    (Table 1), the top clusters of three heads (Table 2), the clusters per
+    type (Table 3), the upper clustering of appendix A, the reading of Fig. 3
+    and the word/position numbers of appendix B ([CLS] x position 0 = 0.99).
+    Read with :func:`maeda_table1`, :func:`maeda_table2`, :func:`maeda_table3`,
+    :func:`paper_value` and :func:`paper_claims`.
 
 All values are percentages, like the tables of :func:`mixlib.mixing_table`
 (ratio metrics) and :func:`mixlib.mixing_summary` by default. Layers are
@@ -21,7 +28,10 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["available", "load_reference", "paper_table", "paper_summary", "compare", "source"]
+__all__ = [
+    "available", "load_reference", "paper_table", "paper_summary", "compare", "source",
+    "paper_value", "paper_claims", "maeda_table1", "maeda_table2", "maeda_table3",
+]
 
 _DEFAULT = "kobayashi2021"
 
@@ -45,9 +55,15 @@ def load_reference(name: str = _DEFAULT) -> dict[str, Any]:
 
 
 def source(name: str = _DEFAULT) -> dict[str, str]:
-    """Where each part of the reference comes from: ``{"summary": ..., "per_layer": ..., "note": ...}``."""
+    """Where each part of the reference comes from: ``{part: source, ..., "note": ...}``.
+
+    For ``kobayashi2021`` the parts are ``"summary"`` and ``"per_layer"``; for
+    other records every section that names a source (e.g. ``"table2"``).
+    """
     ref = load_reference(name)
-    return {"summary": ref["summary"]["source"], "per_layer": ref["per_layer"]["source"], "note": ref["note"]}
+    out = {k: v["source"] for k, v in ref.items() if isinstance(v, dict) and "source" in v}
+    out["note"] = ref["note"]
+    return out
 
 
 def paper_table(name: str = _DEFAULT, metric: str = "ratio") -> Any:
@@ -148,3 +164,104 @@ def compare(ours: Any, paper: Any) -> Any:
     out.columns = pd.MultiIndex.from_tuples(out.columns, names=[paper.columns.name or "column", "source"])
     out.index.name = paper.index.name
     return out
+
+
+# --- Maeda et al. (2024) and other records with named values -------------------------------------
+
+
+def paper_value(key: str, name: str = "maeda2024", *, with_source: bool = False) -> Any:
+    """One published number, by ``"section.key"`` (e.g. ``"positional.cls_pos0_cos"``).
+
+    Parameters
+    ----------
+    key : str
+        ``"<section>.<value>"`` where ``<section>`` is a part of the record that
+        holds a ``"values"`` mapping: for ``maeda2024`` ``"setup"`` (n_layers,
+        n_heads, d_model, d_head, vocab_size, k, k_upper), ``"upper"``
+        (k_upper, upper_mostly_words, upper_non_words, words_clusters_100plus)
+        and ``"positional"`` (cls_pos0_cos, n_positions, n_words).
+    name : str, default "maeda2024"
+    with_source : bool, default False
+        Return ``(value, source)`` instead of the value alone.
+
+    Raises
+    ------
+    ValueError
+        ``key`` is not ``section.value`` or names nothing in the record; the
+        message lists what exists.
+    """
+    ref = load_reference(name)
+    sections = {k: v for k, v in ref.items() if isinstance(v, dict) and isinstance(v.get("values"), dict)}
+    known = [f"{s}.{k}" for s, v in sections.items() for k in v["values"]]
+    section, _, item = str(key).partition(".")
+    if section not in sections or item not in sections[section]["values"]:
+        raise ValueError(f"{name!r} has no value {key!r}; known values: {', '.join(known) or '(none)'}.")
+    value = sections[section]["values"][item]
+    return (value, sections[section]["source"]) if with_source else value
+
+
+def paper_claims(section: str, name: str = "maeda2024") -> dict[str, str]:
+    """The paper's qualitative statements of one section (e.g. ``"figure3"``, ``"positional"``), as ``{what: claim}``."""
+    ref = load_reference(name)
+    part = ref.get(section)
+    if not isinstance(part, dict) or not isinstance(part.get("claims"), dict):
+        have = [k for k, v in ref.items() if isinstance(v, dict) and "claims" in v]
+        raise ValueError(f"{name!r} has no claims under {section!r}; sections with claims: {', '.join(have) or '(none)'}.")
+    return dict(part["claims"])
+
+
+def maeda_table1() -> Any:
+    """Maeda et al.'s Table 1 (cluster examples, bert-base-uncased, k = 1000).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``type``, ``cluster`` (the paper's id), ``tokens`` (the
+        printed examples, comma-separated). The paper prints one label
+        "Special Tags" for its last two rows; they are ``Special`` ([PAD],
+        [unused...]) and ``Tags`` ([CLS], [MASK]) here, as in its Table 3.
+    """
+    import pandas as pd
+
+    part = load_reference("maeda2024")["table1"]
+    return pd.DataFrame([{"type": t, "cluster": int(c), "tokens": ", ".join(toks)} for t, c, toks in part["rows"]])
+
+
+def maeda_table2() -> Any:
+    """Maeda et al.'s Table 2: the five clusters with the largest psi_qkv in L3-H2, L3-H11 and L4-H6.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``head`` (the paper's label), ``layer``, ``head_index``
+        (0-based, see the record's ``"indexing"`` note), ``feature`` (what the
+        paper says the head selects), ``cluster`` (the paper's id),
+        ``tokens`` (printed examples, comma-separated) and ``psi_qkv``.
+    """
+    import pandas as pd
+
+    part = load_reference("maeda2024")["table2"]
+    rows = [dict(zip(part["columns"], r)) for r in part["rows"]]
+    for r in rows:
+        r["tokens"] = ", ".join(r["tokens"])
+        r["psi_qkv"] = float(r["psi_qkv"])
+    return pd.DataFrame(rows, columns=part["columns"])
+
+
+def maeda_table3() -> Any:
+    """Maeda et al.'s Table 3 in the shape of :func:`mixlib.cluster_summary` (indexed by type).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``type`` (Words, Subwords, Symbols, Numbers, Special, Tags,
+        Total), columns ``n_clusters``, ``n_tokens``, ``tokens_per_cluster``,
+        ``mean_norm``, ``mean_dist``. Types were assigned to whole clusters by
+        hand in the paper.
+    """
+    import pandas as pd
+
+    part = load_reference("maeda2024")["table3"]
+    df = pd.DataFrame.from_dict(part["rows"], orient="index", columns=part["columns"])
+    df.index.name = "type"
+    return df.astype({"n_clusters": int, "n_tokens": int})

@@ -76,3 +76,51 @@ def test_compare_summary_with_real_result(tiny_enc):
     c = R.compare(mixlib.mixing_summary(m), R.paper_summary())
     assert c.loc["AttnResLn-N", ("mean", "paper")] == 18.75
     assert c.loc["AttnResLn-N", ("mean", "diff")] == pytest.approx(c.loc["AttnResLn-N", ("mean", "ours")] - 18.75)
+
+
+def test_maeda_sources_and_values():
+    assert "maeda2024" in R.available()
+    src = R.source("maeda2024")
+    assert "Table 2" in src["table2"] and "Table 3" in src["table3"] and "appendix B" in src["positional"]
+    assert set(R.source()) == {"summary", "per_layer", "note"}  # kobayashi2021 unchanged
+    ref = R.load_reference("maeda2024")
+    assert ref["model"] == "bert-base-uncased" and ref["bib"] == "maeda2024nlp"
+    assert R.paper_value("positional.cls_pos0_cos") == 0.99  # appendix B: [CLS] x position 0
+    v, s = R.paper_value("setup.k", with_source=True)
+    assert v == 1000 and "section" in s
+    assert R.paper_value("upper.upper_mostly_words") + R.paper_value("upper.upper_non_words") == R.paper_value("upper.k_upper")
+    with pytest.raises(ValueError, match="known values: .*positional.cls_pos0_cos"):
+        R.paper_value("positional.nope")
+    with pytest.raises(ValueError, match="no value"):
+        R.paper_value("cls_pos0_cos")
+    assert set(R.paper_claims("figure3")) == {"low", "middle", "high"}
+    with pytest.raises(ValueError, match="sections with claims"):
+        R.paper_claims("table2")
+
+
+def test_maeda_table3_is_consistent():
+    t = R.maeda_table3()
+    assert list(t.index) == ["Words", "Subwords", "Symbols", "Numbers", "Special", "Tags", "Total"]
+    assert list(t.columns) == ["n_clusters", "n_tokens", "tokens_per_cluster", "mean_norm", "mean_dist"]
+    body, total = t.drop(index="Total"), t.loc["Total"]
+    # the transcription adds up: types sum to the totals, and tokens per cluster is the quotient
+    assert body["n_clusters"].sum() == total["n_clusters"] == R.paper_value("setup.k")
+    assert body["n_tokens"].sum() == total["n_tokens"] == R.paper_value("setup.vocab_size")
+    np.testing.assert_allclose(t["tokens_per_cluster"], t["n_tokens"] / t["n_clusters"], atol=0.051)
+    # the Total mean norm is the token-weighted mean of the rows (to the printed precision)
+    assert np.average(body["mean_norm"], weights=body["n_tokens"]) == pytest.approx(total["mean_norm"], abs=0.01)
+
+
+def test_maeda_table2_and_table1():
+    t2 = R.maeda_table2()
+    assert list(t2["head"].unique()) == ["L3-H2", "L3-H11", "L4-H6"] and (t2.groupby("head").size() == 5).all()
+    for label, layer, head in t2[["head", "layer", "head_index"]].itertuples(index=False):
+        assert label == f"L{layer}-H{head}"
+    for _, g in t2.groupby("head"):  # each head's rows are printed largest psi first
+        assert g["psi_qkv"].is_monotonic_decreasing
+    assert t2["psi_qkv"].max() == 3.53 and t2["psi_qkv"].min() == 2.11
+    assert "january" in t2.loc[t2["cluster"] == 332, "tokens"].item()
+    t1 = R.maeda_table1()
+    assert list(t1.columns) == ["type", "cluster", "tokens"] and len(t1) == 12
+    assert set(t1["type"]) == set(R.maeda_table3().index) - {"Total"}
+    assert t1.loc[t1["cluster"] == 268, "tokens"].item() == "[CLS], [MASK]"
