@@ -30,6 +30,10 @@ _LAZY = {
     "mask_tokens": "data",
     "tokenize": "data",
     "token_categories": "data",
+    # beyond the papers: token-to-token maps and other mixing measures
+    "context_maps": "measures",
+    "ContextMaps": "measures",
+    "measure_agreement": "measures",
     # analysis B
     "norm_stretch": "stretch",
     "Stretch": "stretch",

@@ -1,0 +1,369 @@
+"""Token-to-token context mixing: the norm-based maps and the other measures, side by side.
+
+Analysis A (:func:`mixlib.decompose`) answers *how much* token j mixes. This
+module answers *from where*: for every layer it returns n x n maps whose row j
+says how much each source token i contributes to what token j receives. All
+maps come from one forward pass of the unmodified model, through the same
+forward hooks as :func:`mixlib.decompose` (``query``, ``key``, ``value``,
+``attn_out``, ``attn_norm``; plus ``ffn_norm`` for GlobEnc), and every call
+checks itself against the model.
+
+Notation (rows j receive, columns i send; ``h`` a head; 0-based layers)::
+
+    f^h(x_i)      = (x_i W_V^h + b_V^h) W_O^h                   (D,)
+    T_{j,i}       = sum_h alpha^h_{j,i} f^h(x_i)                (D,)   so  sum_i T_{j,i} = attn_out_j - b_O
+    g1(z)         = (z - m(z)) * gamma1 / s1(y_j)               the first LayerNorm, linear at fixed s1
+    G_{j,i}       = g1(T_{j,i})          for i != j
+    G_{j,j}       = g1(T_{j,j} + x_j)                           (the residual belongs to the token itself)
+                    so  sum_i G_{j,i} + g1(b_O) + beta1 = LN1(y_j)  exactly
+
+The five measures (fields of :class:`ContextMaps`, each ``(L, B, N, N)``):
+
+``attention``
+    The attention weights averaged over heads, ``mean_h alpha^h_{j,i}``.
+``norm``
+    Kobayashi et al. (EMNLP 2020), the weighted-norm map ``||sum_h alpha^h_{j,i} f^h(x_i)||``
+    (their eq. 4 ``||alpha f(x)||`` summed over heads, Sec. 4).
+``attn_res_ln``
+    Kobayashi et al. (EMNLP 2021 / NLP2021), the AttnResLn level: ``||G_{j,i}||``.
+    Row j is the breakdown of what token j receives; the ratio of analysis A
+    compares ``||sum_{i != j} G_{j,i}||`` with ``||G_{j,j}||``.
+``alti``
+    ALTI (Ferrando, Gállego & Costa-jussà, EMNLP 2022, Sec. 3): with
+    ``ỹ_j = sum_i G_{j,i}`` (the LayerNorm output without its bias terms, as in the
+    official implementation), the contribution is the L1 proximity
+    ``c_{j,i} = max(0, ||ỹ_j||_1 - ||ỹ_j - G_{j,i}||_1)``, normalised so that
+    ``sum_i c_{j,i} = 1``.
+``globenc``
+    GlobEnc (Modarressi, Fayyaz, Yaghoobzadeh & Pilehvar, NAACL 2022, Sec. 3):
+    ``||g2(G_{j,i})||`` with ``g2(z) = (z - m(z)) * gamma2 / s2(j)`` the second
+    LayerNorm linearised at the model's own ``s2`` (its input is
+    ``FFN(z_j) + z_j``). The FFN itself is not decomposed: its contribution is
+    left out, as in the paper.
+
+Across layers (:meth:`ContextMaps.rollout`): attention rollout (Abnar &
+Zuidema, ACL 2020, eq. 1) multiplies ``0.5 * A + 0.5 * I`` layer after layer;
+ALTI and GlobEnc roll out their own row-normalised maps the same way
+(``R^(l) = C^(l) R^(l-1)``).
+
+Memory: the (n, n, D) tensor of all ``T_{j,i}`` never exists for a whole batch;
+it is built for one sequence and a block of receiving tokens at a time
+(:data:`BLOCK_ELEMENTS` floats), so memory is O(B*H*N^2 + block*D) besides the
+(L, B, N, N) results.
+
+Self-checks on every layer (``RuntimeError`` otherwise, within ``atol``):
+the recomputed attention weights reproduce the model's attention output;
+``sum_i T_{j,i}`` reproduces ``attn_out - b_O``; ``sum_i G_{j,i} + g1(b_O) + beta1``
+reproduces the model's first LayerNorm output.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from .mixing import _StopForward, _as_batch, _first, _register
+
+__all__ = ["ContextMaps", "MEASURES", "context_maps", "measure_agreement"]
+
+#: Measures computed by :func:`context_maps`, with their sources.
+MEASURES: dict[str, str] = {
+    "attention": "attention weights, mean over heads",
+    "norm": "Kobayashi et al. 2020: ||sum_h alpha f(x)||",
+    "attn_res_ln": "Kobayashi et al. 2021: ||g(alpha f(x) [+ x])|| (AttnResLn)",
+    "alti": "Ferrando et al. 2022: ALTI contributions",
+    "globenc": "Modarressi et al. 2022: GlobEnc N_enc (second LayerNorm, FFN left out)",
+}
+#: Measures whose rows sum to 1 and that :meth:`ContextMaps.rollout` aggregates.
+ROLLOUT_MEASURES = ("attention", "alti", "globenc")
+#: Floats per block of T_{j,i} (one sequence x a block of receiving tokens x N x D).
+BLOCK_ELEMENTS = 1 << 21
+
+
+@dataclass(frozen=True)
+class ContextMaps:
+    """Token-to-token maps of one batch: ``maps[name]`` is ``(L, B, N, N)``, rows receive.
+
+    Padding rows and columns hold NaN.
+    """
+
+    layers: tuple[int, ...]
+    maps: dict[str, torch.Tensor]
+    input_ids: torch.Tensor  # (B, N)
+    attention_mask: torch.Tensor  # (B, N)
+    token_strings: tuple[tuple[str, ...], ...]
+    model_name: str
+    max_error: np.ndarray  # (L,) largest self-check error per layer
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        if name not in self.maps:
+            raise KeyError(f"unknown measure {name!r}; this object holds {', '.join(self.maps)}.")
+        return self.maps[name]
+
+    def row(self, layer: int) -> int:
+        """Row of a (0-based) model layer in the (L, ...) fields."""
+        if layer not in self.layers:
+            raise ValueError(f"layer {layer} was not analysed; analysed layers: {list(self.layers)}.")
+        return self.layers.index(layer)
+
+    def map(self, name: str, layer: int, b: int = 0) -> np.ndarray:
+        """The real-token part of one map, ``(n_b, n_b)`` (rows receive, columns send)."""
+        n = int(self.attention_mask[b].sum())
+        return self[name][self.row(layer), b, :n, :n].numpy()
+
+    def rollout(self, name: str) -> torch.Tensor:
+        """Aggregate a row-normalised measure over layers: ``R^(l) = C^(l) R^(l-1)``.
+
+        ``attention`` uses ``C = 0.5 A + 0.5 I`` (Abnar & Zuidema 2020, eq. 1);
+        ``alti`` and ``globenc`` use their own maps with rows normalised to 1.
+        Needs consecutive layers from 0. Returns ``(L, B, N, N)``; row l is the
+        aggregate up to and including layer ``layers[l]``.
+        """
+        if name not in ROLLOUT_MEASURES:
+            raise ValueError(f"rollout is defined for {ROLLOUT_MEASURES}; got {name!r}.")
+        if self.layers != tuple(range(len(self.layers))):
+            raise ValueError(f"rollout needs layers 0..k in order; these maps have {list(self.layers)}.")
+        real = self.attention_mask.bool()  # (B, N)
+        both = (real[:, :, None] & real[:, None, :]).float()  # (B, N, N)
+        eye = torch.eye(real.shape[1]).expand_as(both) * both
+        out = torch.empty_like(self[name])
+        acc = eye.clone()
+        for li in range(len(self.layers)):
+            c = torch.nan_to_num(self[name][li]) * both
+            if name == "attention":
+                c = 0.5 * c + 0.5 * eye
+            c = c / c.sum(-1, keepdim=True).clamp_min(1e-12) * real[:, :, None]
+            acc = torch.bmm(c, acc)
+            out[li] = acc.masked_fill(~both.bool(), float("nan"))
+        return out
+
+
+def _block_maps(
+    alpha: torch.Tensor, f: torch.Tensor, x: torch.Tensor, scale1: torch.Tensor, gamma2: torch.Tensor,
+    inv_s2: torch.Tensor, real: torch.Tensor, out: dict[str, torch.Tensor], j0: int, j1: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows j0:j1 of one sequence's maps; returns (sum_i T_{j,i}, sum_i G_{j,i}) for the self-checks.
+
+    alpha (H, n, n), f (H, n, D), x (n, D), scale1 (n, D) = gamma1 / s1(j), inv_s2 (n, 1), real (n,) bool.
+    """
+    t = torch.einsum("hjn,hnd->jnd", alpha[:, j0:j1], f)  # (blk, n, D): T_{j,i}
+    out["norm"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
+    t_sum = t.sum(1)  # (blk, D)
+    rows = torch.arange(j1 - j0)
+    t[rows, rows + j0] += x[j0:j1]  # the residual goes to the token itself
+    t -= t.mean(-1, keepdim=True)
+    t *= scale1[j0:j1, None, :]  # G_{j,i}
+    t.masked_fill_(~real[None, :, None], 0.0)  # padding senders contribute nothing
+    out["attn_res_ln"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
+    y = t.sum(1)  # (blk, D): ỹ_j
+    dist = (y[:, None, :] - t).abs().sum(-1)  # (blk, n): ||ỹ_j - G_{j,i}||_1
+    c = (y.abs().sum(-1, keepdim=True) - dist).clamp_min_(0.0) * real[None, :]
+    out["alti"][j0:j1] = c / c.sum(-1, keepdim=True).clamp_min(1e-30)
+    t -= t.mean(-1, keepdim=True)
+    t *= gamma2
+    t *= inv_s2[j0:j1, None, :]
+    out["globenc"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
+    return t_sum, y
+
+
+def context_maps(
+    enc: Any,
+    batch: Any,
+    *,
+    layers: Any = None,
+    batch_size: int = 16,
+    max_length: int | None = None,
+    atol: float = 1e-4,
+) -> ContextMaps:
+    """Token-to-token maps of five context-mixing measures for every analysed layer.
+
+    Parameters
+    ----------
+    enc : mixlib.Encoder
+        A post-LN BERT-family encoder (:func:`mixlib.load_encoder`).
+    batch : list of str, list of (str, str), or dict of tensors
+        As for :func:`mixlib.decompose` (e.g. the output of :func:`mixlib.mask_tokens`).
+    layers : int or list of int, optional
+        0-based layers; default all. :meth:`ContextMaps.rollout` needs 0..k.
+    batch_size : int, default 16
+        Sequences per forward pass.
+    max_length : int, optional
+        For texts: longest sequence in tokens.
+    atol : float, default 1e-4
+        Tolerance of the self-checks.
+
+    Returns
+    -------
+    ContextMaps
+        ``maps`` holds :data:`MEASURES`, each ``(L, B, N, N)`` (rows receive, columns send).
+
+    Raises
+    ------
+    RuntimeError
+        A self-check fails on some layer (the message names it and the error).
+    ValueError, TypeError
+        Bad input, as for :func:`mixlib.decompose`.
+
+    Examples
+    --------
+    >>> cm = mixlib.context_maps(enc, ["The cat sat on the mat."])
+    >>> cm.map("alti", layer=0).sum(1)  # rows of ALTI sum to 1
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} is not allowed; give a positive int.")
+    layer_idx = enc.check_layers(layers)
+    inputs = _as_batch(enc, batch, max_length)
+    ids, am = inputs["input_ids"], inputs["attention_mask"]
+    B, N = ids.shape
+    L, D, H = len(layer_idx), enc.d_model, enc.n_heads
+    dh = D // H
+    nan = float("nan")
+    maps = {name: torch.full((L, B, N, N), nan) for name in MEASURES}
+    max_err = np.zeros(L)
+    row_of = {layer: li for li, layer in enumerate(layer_idx)}
+    dev = enc.device
+
+    params = {}
+    for layer in layer_idx:
+        w_o, b_o = enc.projection(layer, "attn_out")
+        ln1, ln2 = enc.module(layer, "attn_norm"), enc.module(layer, "ffn_norm")
+        params[layer] = (w_o, b_o, ln1.weight.detach(), ln1.bias.detach(), float(ln1.eps), ln2.weight.detach(), float(ln2.eps))
+
+    for b0 in range(0, B, int(batch_size)):
+        b1 = min(B, b0 + int(batch_size))
+        cols = torch.nonzero(am[b0:b1].any(0)).flatten()
+        n = int(cols.max()) + 1
+        chunk = {k: v[b0:b1, :n].to(dev) for k, v in inputs.items()}
+        real = am[b0:b1, :n].bool().to(dev)  # (b, n)
+        additive = torch.zeros(real.shape, device=dev).masked_fill_(~real, torch.finfo(torch.float32).min)
+        state: dict[int, dict[str, Any]] = {}
+
+        def finish_attn(layer: int, ln_in: torch.Tensor, ln_out: torch.Tensor) -> None:
+            state[layer]["ln1_in"], state[layer]["ln1_out"] = ln_in, ln_out
+
+        def make_ffn_hook(layer: int):
+            def on_ffn_norm(module, args, kwargs, output):
+                _layer_maps(layer, state.pop(layer), _first(args, kwargs))
+                if layer == layer_idx[-1]:
+                    raise _StopForward
+
+            return on_ffn_norm
+
+        def _layer_maps(layer: int, got: dict, ln2_in: torch.Tensor) -> None:
+            li = row_of[layer]
+            w_o, b_o, g1, beta1, eps1, g2, eps2 = params[layer]
+            nb = got["x"].shape[0]
+            q = got["q"].view(nb, n, H, dh).transpose(1, 2)  # (b, H, n, dh)
+            k = got["k"].view(nb, n, H, dh).transpose(1, 2)
+            v = got["v"].view(nb, n, H, dh).transpose(1, 2)
+            scores = q @ k.transpose(-1, -2) * dh**-0.5 + additive[:, None, None, :]
+            alpha = torch.softmax(scores, dim=-1)  # (b, H, n, n)
+            ctx = (alpha @ v).transpose(1, 2).reshape(nb, n, D)
+            err = float(((ctx - got["context"]).abs() * real[..., None]).max())
+            if not err <= atol:
+                raise RuntimeError(f"context_maps: layer {layer}: recomputed attention does not reproduce the model's (max abs error {err:.3e} > atol={atol:g}).")
+            w_heads = w_o.t().reshape(H, dh, D)  # (H, dh, D): W_O^h
+            f = torch.einsum("bhnk,hkd->bhnd", v, w_heads)  # (b, H, n, D): f^h(x_i)
+            bo = b_o if b_o is not None else torch.zeros(D, device=dev)
+
+            def inv_std(y: torch.Tensor, eps: float) -> torch.Tensor:
+                return torch.rsqrt(y.var(-1, unbiased=False, keepdim=True) + eps)
+
+            inv_s1, inv_s2 = inv_std(got["ln1_in"], eps1), inv_std(ln2_in, eps2)  # (b, n, 1)
+            layer_err = err
+            for bi in range(nb):
+                nr = int(real[bi].sum())
+                out = {name: torch.zeros((n, n), device=dev) for name in ("norm", "attn_res_ln", "alti", "globenc")}
+                scale1 = g1 * inv_s1[bi]  # (n, D)
+                step = max(1, BLOCK_ELEMENTS // max(1, n * D))
+                for j0 in range(0, nr, step):
+                    j1 = min(nr, j0 + step)
+                    t_sum, y = _block_maps(alpha[bi], f[bi], got["x"][bi], scale1, g2, inv_s2[bi], real[bi], out, j0, j1)
+                    e1 = float((t_sum - (got["attn_out"][bi, j0:j1] - bo)).abs().max())
+                    bias = (bo - bo.mean()) * scale1[j0:j1] + beta1
+                    e2 = float((y + bias - got["ln1_out"][bi, j0:j1]).abs().max())
+                    layer_err = max(layer_err, e1, e2)
+                    if not max(e1, e2) <= atol:
+                        raise RuntimeError(
+                            f"context_maps: layer {layer}: the token-to-token pieces do not add up to the model's "
+                            f"{'attention output' if e1 > atol else 'LayerNorm output'} (max abs error {max(e1, e2):.3e} > atol={atol:g})."
+                        )
+                gb = b0 + bi
+                maps["attention"][li, gb, :nr, :nr] = alpha[bi, :, :nr, :nr].mean(0).cpu()
+                for name, m in out.items():
+                    maps[name][li, gb, :nr, :nr] = m[:nr, :nr].cpu()
+            max_err[li] = max(max_err[li], layer_err)
+
+        handles = []
+        try:
+            for layer in layer_idx:
+                handles += _register(enc, layer, state, finish_attn)
+                handles.append(enc.module(layer, "ffn_norm").register_forward_hook(make_ffn_hook(layer), with_kwargs=True))
+            with torch.no_grad():
+                enc.model(**chunk)
+        except _StopForward:
+            pass
+        finally:
+            for h in handles:
+                h.remove()
+
+    tok = enc.tokenizer
+    real_all = am.bool()
+    token_strings = tuple(tuple(tok.convert_ids_to_tokens(ids[b][real_all[b]].tolist())) for b in range(B))
+    return ContextMaps(layers=layer_idx, maps=maps, input_ids=ids, attention_mask=am, token_strings=token_strings,
+                       model_name=enc.name, max_error=max_err)
+
+
+def measure_agreement(cm: ContextMaps, measures: Any = None, *, rollout: bool = False) -> Any:
+    """Rank agreement between measures, layer by layer.
+
+    For every sequence, the Spearman correlation between two measures over all
+    (receiving, sending) pairs of real tokens; summarised over sequences as the
+    mean and the standard deviation.
+
+    Parameters
+    ----------
+    cm : ContextMaps
+    measures : list of str, optional
+        Default: all of ``cm.maps`` (with ``rollout=True``: :data:`ROLLOUT_MEASURES`).
+    rollout : bool
+        Compare the aggregated maps (:meth:`ContextMaps.rollout`) instead of the per-layer ones.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows: layers (0-based); columns: a MultiIndex (``"A vs B"``, ``mean``/``sd``).
+    """
+    import pandas as pd
+    from scipy.stats import spearmanr
+
+    names = list(measures) if measures is not None else list(ROLLOUT_MEASURES if rollout else cm.maps)
+    for name in names:
+        if name not in cm.maps:
+            raise ValueError(f"unknown measure {name!r}; expected some of {', '.join(cm.maps)}.")
+    if len(names) < 2:
+        raise ValueError("give at least two measures to compare.")
+    data = {name: (cm.rollout(name) if rollout else cm[name]) for name in names}
+    lengths = cm.attention_mask.sum(1).tolist()
+    rows = {}
+    for li, layer in enumerate(cm.layers):
+        row = {}
+        for a, b in itertools.combinations(names, 2):
+            rhos = []
+            for bi, nb in enumerate(lengths):
+                va = data[a][li, bi, :nb, :nb].reshape(-1).numpy()
+                vb = data[b][li, bi, :nb, :nb].reshape(-1).numpy()
+                rho = spearmanr(va, vb).statistic
+                if np.isfinite(rho):
+                    rhos.append(rho)
+            row[(f"{a} vs {b}", "mean")] = float(np.mean(rhos)) if rhos else float("nan")
+            row[(f"{a} vs {b}", "sd")] = float(np.std(rhos, ddof=1)) if len(rhos) > 1 else float("nan")
+        rows[layer] = row
+    df = pd.DataFrame.from_dict(rows, orient="index")
+    df.columns = pd.MultiIndex.from_tuples(df.columns)
+    df.index.name = "layer"
+    return df

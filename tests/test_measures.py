@@ -1,0 +1,142 @@
+"""mixlib.measures against a straightforward n x n x d float64 implementation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import mixlib
+from mixlib.measures import MEASURES, context_maps, measure_agreement
+
+TEXTS = [("The cat sat on the mat.", "It was [MASK]."), ("A dog barked loudly at night.", "Everyone woke.")]
+
+
+def naive_maps(enc, batch):
+    """Every T_{j,i} built explicitly in float64 from the model's own weights and hidden states."""
+    model = enc.model
+    with torch.no_grad():
+        out = model(**batch, output_hidden_states=True)
+    hs = [h.double() for h in out.hidden_states]
+    am = batch["attention_mask"]
+    H, D = enc.n_heads, enc.d_model
+    dh = D // H
+    res = {name: [] for name in MEASURES}
+    for layer in range(enc.n_layers):
+        x = hs[layer]  # (B, N, D)
+        lin = {r: enc.module(layer, r) for r in ("query", "key", "value", "attn_out", "attn_norm", "ffn_in", "ffn_out", "ffn_norm")}
+        W = {r: (lin[r].weight.double(), lin[r].bias.double()) for r in ("query", "key", "value", "attn_out", "ffn_in", "ffn_out")}
+        q, k, v = (x @ W[r][0].T + W[r][1] for r in ("query", "key", "value"))
+        B, N, _ = x.shape
+        q, k, v = (t.view(B, N, H, dh).transpose(1, 2) for t in (q, k, v))
+        s = q @ k.transpose(-1, -2) / dh**0.5
+        s = s.masked_fill(am[:, None, None, :] == 0, -1e30)
+        alpha = s.softmax(-1)  # (B, H, N, N)
+        wo, bo = W["attn_out"]
+        y = (alpha @ v).transpose(1, 2).reshape(B, N, D) @ wo.T + bo + x
+        g1, beta1 = lin["attn_norm"].weight.double(), lin["attn_norm"].bias.double()
+        s1 = torch.sqrt(y.var(-1, unbiased=False, keepdim=True) + lin["attn_norm"].eps)
+        z = (y - y.mean(-1, keepdim=True)) / s1 * g1 + beta1
+        ffn = torch.nn.functional.gelu(z @ W["ffn_in"][0].T + W["ffn_in"][1]) @ W["ffn_out"][0].T + W["ffn_out"][1]
+        y2 = ffn + z
+        g2 = lin["ffn_norm"].weight.double()
+        s2 = torch.sqrt(y2.var(-1, unbiased=False, keepdim=True) + lin["ffn_norm"].eps)
+        per = {name: torch.full((B, N, N), float("nan"), dtype=torch.float64) for name in MEASURES}
+        for b in range(B):
+            n = int(am[b].sum())
+            for j in range(n):
+                T = torch.zeros((n, D), dtype=torch.float64)
+                for i in range(n):
+                    for h in range(H):
+                        T[i] += alpha[b, h, j, i] * (v[b, h, i] @ wo.T[h * dh:(h + 1) * dh])
+                per["attention"][b, j, :n] = alpha[b, :, j, :n].mean(0)
+                per["norm"][b, j, :n] = T.norm(dim=-1)
+                T[j] = T[j] + x[b, j]
+                G = (T - T.mean(-1, keepdim=True)) / s1[b, j] * g1
+                per["attn_res_ln"][b, j, :n] = G.norm(dim=-1)
+                yt = G.sum(0)
+                c = (yt.abs().sum() - (yt - G).abs().sum(-1)).clamp(min=0)
+                per["alti"][b, j, :n] = c / c.sum()
+                G2 = (G - G.mean(-1, keepdim=True)) / s2[b, j] * g2
+                per["globenc"][b, j, :n] = G2.norm(dim=-1)
+        for name in MEASURES:
+            res[name].append(per[name])
+    return {name: torch.stack(v) for name, v in res.items()}
+
+
+@pytest.fixture(scope="module")
+def case(tiny_enc):
+    batch = mixlib.mask_tokens(tiny_enc, TEXTS, rate=0.15, seed=0)
+    return tiny_enc, batch
+
+
+def test_maps_match_naive_implementation(case):
+    enc, batch = case
+    cm = context_maps(enc, batch, batch_size=1)
+    ref = naive_maps(enc, batch)
+    am = batch["attention_mask"].bool()
+    both = am[:, :, None] & am[:, None, :]
+    for name in MEASURES:
+        got = cm[name].double()
+        assert torch.isnan(got[:, ~both]).all(), name
+        np.testing.assert_allclose(got[:, both].numpy(), ref[name][:, both].numpy(), rtol=2e-4, atol=2e-5, err_msg=name)
+    assert (cm.max_error < 1e-4).all()
+
+
+def test_rows_and_decompose_agree(case):
+    """ALTI rows sum to 1; the diagonal of the AttnResLn map is decompose's ||keep_attn + keep_res||."""
+    enc, batch = case
+    cm = context_maps(enc, batch)
+    m = mixlib.decompose(enc, batch)
+    for b in range(2):
+        n = int(batch["attention_mask"][b].sum())
+        for layer in cm.layers:
+            np.testing.assert_allclose(cm.map("alti", layer, b).sum(1), 1.0, atol=1e-5)
+            np.testing.assert_allclose(np.diag(cm.map("attn_res_ln", layer, b)), m.norm_keep_ln[layer, b, :n].numpy(), rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(cm.map("attention", layer, b).diagonal(), m.alpha_self[layer, b, :, :n].mean(0).numpy(), atol=1e-6)
+
+
+def test_rollout_matches_matrix_product(case):
+    enc, batch = case
+    cm = context_maps(enc, batch)
+    n = int(batch["attention_mask"][0].sum())
+    acc = np.eye(n)
+    for layer in cm.layers:
+        a = cm.map("attention", layer)
+        acc = (0.5 * a + 0.5 * np.eye(n)) @ acc
+    np.testing.assert_allclose(cm.rollout("attention")[-1, 0, :n, :n].numpy(), acc, atol=1e-5)
+    acc = np.eye(n)
+    for layer in cm.layers:
+        g = cm.map("globenc", layer)
+        acc = (g / g.sum(1, keepdims=True)) @ acc
+    np.testing.assert_allclose(cm.rollout("globenc")[-1, 0, :n, :n].numpy(), acc, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="rollout is defined"):
+        cm.rollout("norm")
+
+
+def test_agreement_table(case):
+    from scipy.stats import spearmanr
+
+    enc, batch = case
+    cm = context_maps(enc, batch)
+    df = measure_agreement(cm, ["attention", "alti"])
+    n = int(batch["attention_mask"][1].sum())
+    rhos = [spearmanr(cm.map("attention", 1, b).ravel(), cm.map("alti", 1, b).ravel()).statistic
+            for b, n in enumerate(batch["attention_mask"].sum(1).tolist())]
+    assert df.loc[1, ("attention vs alti", "mean")] == pytest.approx(np.mean(rhos))
+    with pytest.raises(ValueError, match="at least two"):
+        measure_agreement(cm, ["alti"])
+
+
+def test_self_check_catches_a_wrong_output_projection(case, monkeypatch):
+    """A W_O from which the decomposition is built differently from the model's fails loudly."""
+    enc, batch = case
+    real = type(enc).projection
+
+    def transposed(self, layer, role):
+        w, b = real(self, layer, role)
+        return (w.t().contiguous(), b) if role == "attn_out" else (w, b)
+
+    monkeypatch.setattr(type(enc), "projection", transposed)
+    with pytest.raises(RuntimeError, match="do not add up"):
+        context_maps(enc, batch)
