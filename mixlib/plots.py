@@ -821,3 +821,70 @@ def plot_position_head(A: Any, enc: Any, *, layer: int, head: int, max_offset: i
     ax.set_title(f"相対位置ごとの平均（最大: {int(prof.idxmax()):+d}）", fontsize=10)
     fig.tight_layout()
     return caption(fig, enc)
+
+
+# ---------------------------------------------------------------------------
+# beyond the papers: where a token takes its information from (mixlib.measures)
+# ---------------------------------------------------------------------------
+
+__all__ += ["MEASURE_LABELS", "plot_context_row"]
+
+#: Japanese labels of the token-to-token measures of :mod:`mixlib.measures`.
+MEASURE_LABELS = {
+    "attention": "注意の重み（ヘッド平均）",
+    "norm": "重みつきノルム ‖αf(x)‖",
+    "attn_res_ln": "AttnResLn ‖g(αf(x) [+x])‖",
+    "alti": "ALTI",
+    "globenc": "GlobEnc（第 2 層正規化まで）",
+}
+
+
+def plot_context_row(cm: Any, enc: Any, *, layer: int, seq: int = 0, token: int = 0,
+                     measures: Any = ("attention", "norm", "attn_res_ln", "alti"), note: str = "") -> plt.Figure:
+    """Where one token takes its information from, by several measures side by side.
+
+    One panel per measure: row ``token`` of the layer's map (:class:`mixlib.measures.ContextMaps`),
+    divided by its sum so that panels compare as shares; the receiving token's own
+    column is drawn darker.
+
+    Parameters
+    ----------
+    cm : mixlib.measures.ContextMaps
+    enc : Encoder or str
+    layer : int
+        Model layer (0-based).
+    seq : int
+        Sequence of the batch.
+    token : int
+        Position of the receiving token among the sequence's real tokens.
+    measures : sequence of str
+        Keys of ``cm.maps``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    toks = cm.token_strings[seq]
+    n = len(toks)
+    if isinstance(token, bool) or not isinstance(token, (int, _np.integer)) or not 0 <= token < n:
+        raise ValueError(f"token={token!r} is out of range: sequence {seq} has {n} tokens (0..{n - 1}).")
+    measures = list(measures)
+    fig, axes = plt.subplots(len(measures), 1, figsize=(min(14.0, max(6.0, 0.3 * n + 2.0)), 1.7 * len(measures) + 0.6),
+                             sharex=True, squeeze=False)
+    x = _np.arange(n)
+    for ax, name in zip(axes[:, 0], measures):
+        row = cm.map(name, layer, seq)[token]
+        share = row / row.sum()
+        colors = ["#4c9be8"] * n
+        colors[token] = "#1f3b70"
+        ax.bar(x, share, color=colors, width=0.8)
+        ax.set_ylabel("割合", fontsize=8)
+        ax.set_title(MEASURE_LABELS.get(name, name), fontsize=9, loc="left")
+        ax.set_ylim(0, max(0.05, float(share.max()) * 1.15))
+    ax = axes[-1, 0]
+    ax.set_xticks(x)
+    ax.set_xticklabels([font_safe(t) for t in toks], rotation=90, fontsize=8)
+    ax.get_xticklabels()[token].set_fontweight("bold")
+    fig.suptitle(f"層 {layer}: トークン {font_safe(toks[token])}（位置 {token}）はどこから情報を受け取るか", fontsize=10)
+    fig.tight_layout()
+    return caption(fig, enc, note)

@@ -436,3 +436,60 @@ def position_head_explorer(enc: Any, *, layer: int = 0, head: int = 0, n: int = 
         "layernorm": widgets.Checkbox(value=bool(layernorm), description="埋め込みの層正規化を通す"),
     }
     return Explorer(controls, render, title=f"位置ベクトルだけから計算した注意（{enc.describe()}）")
+
+
+# ---------------------------------------------------------------------------
+# chapter 10, beyond the papers: token-to-token maps (mixlib.measures)
+# ---------------------------------------------------------------------------
+
+__all__ += ["context_explorer"]
+
+
+def context_explorer(enc: Any, texts: Sequence[Any] | None = None, *, example: int = 0, layer: int | None = None,
+                     token: int = 0, rate: float = 0.12, seed: int = 0) -> Explorer:
+    """Pick a sentence pair, a layer and a token; see where the token takes its information from.
+
+    The text is masked with :func:`mixlib.mask_tokens` and analysed once with
+    :func:`mixlib.context_maps` (all layers, cached per text); the panels are
+    drawn by :func:`mixlib.plots.plot_context_row`: attention weights, the
+    weighted-norm map, the AttnResLn map and ALTI side by side.
+
+    Returns
+    -------
+    Explorer
+        ``last.data`` holds ``maps`` (the :class:`mixlib.measures.ContextMaps`), ``layer`` and ``token``.
+    """
+    import ipywidgets as widgets
+
+    from . import plots
+    from .data import mask_tokens
+    from .measures import context_maps
+
+    texts = list(load_sentence_pairs(20) if texts is None else texts)
+    if not texts:
+        raise ValueError("texts is empty; give at least one str or (str, str) pair, or None for the book's examples.")
+    if isinstance(example, bool) or not isinstance(example, (int, np.integer)) or not 0 <= example < len(texts):
+        raise ValueError(f"example={example!r} is out of range: there are {len(texts)} texts (0..{len(texts) - 1}).")
+    layer = enc.n_layers - 1 if layer is None else enc.check_layer(layer)
+    cache: dict[int, Any] = {}
+
+    def analyse(i: int) -> Any:
+        if i not in cache:
+            cache[i] = context_maps(enc, mask_tokens(enc, [texts[i]], rate=rate, seed=seed))
+        return cache[i]
+
+    def render(example: int, layer: int, token: int) -> View:
+        cm = analyse(int(example))
+        n = len(cm.token_strings[0])
+        if token >= n:
+            raise ValueError(f"この文対のトークンは {n} 個（位置 0〜{n - 1}）。位置を小さくする。")
+        fig = plots.plot_context_row(cm, enc, layer=layer, token=int(token))
+        return View(figure=fig, data={"maps": cm, "layer": layer, "token": int(token)})
+
+    controls = {
+        "example": widgets.Dropdown(options=[(_short(t), i) for i, t in enumerate(texts)], value=int(example), description="例文",
+                                    layout=widgets.Layout(width="95%")),
+        "layer": _slider("層", layer, 0, enc.n_layers - 1),
+        "token": _slider("受け取るトークンの位置", token, 0, 127),
+    }
+    return Explorer(controls, render, title=f"トークンはどこから情報を受け取るか（{enc.describe()}）")

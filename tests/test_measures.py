@@ -140,3 +140,27 @@ def test_self_check_catches_a_wrong_output_projection(case, monkeypatch):
     monkeypatch.setattr(type(enc), "projection", transposed)
     with pytest.raises(RuntimeError, match="do not add up"):
         context_maps(enc, batch)
+
+
+def test_plot_and_widget(case):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from mixlib import plots
+    from mixlib.widgets import context_explorer
+
+    plots.setup()
+    enc, batch = case
+    cm = context_maps(enc, batch)
+    fig = plots.plot_context_row(cm, enc, layer=1, token=2)
+    assert len(fig.axes) == 4
+    heights = [p.get_height() for p in fig.axes[2].patches]
+    assert sum(heights) == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(ValueError, match="out of range"):
+        plots.plot_context_row(cm, enc, layer=1, token=999)
+    ex = context_explorer(enc, TEXTS, layer=0, token=1)
+    assert ex.last is not None and ex.last.data["layer"] == 0
+    ex.set(token=120)
+    assert ex.error is not None and "トークン" in ex.error
+    ex.set(token=3, layer=1)
+    assert ex.error is None and ex.last.data["token"] == 3
