@@ -68,7 +68,7 @@ import torch
 
 from .mixing import _StopForward, _as_batch, _first, _register
 
-__all__ = ["ContextMaps", "MEASURES", "context_maps", "measure_agreement"]
+__all__ = ["ContextMaps", "MEASURES", "context_maps", "measure_agreement", "agreement_null"]
 
 #: Measures computed by :func:`context_maps`, with their sources.
 MEASURES: dict[str, str] = {
@@ -318,7 +318,12 @@ def context_maps(
                        model_name=enc.name, max_error=max_err)
 
 
-def measure_agreement(cm: ContextMaps, measures: Any = None, *, rollout: bool = False) -> Any:
+def _pairs_values(m: torch.Tensor, n: int, offdiag: bool) -> np.ndarray:
+    a = m[:n, :n].numpy()
+    return a[~np.eye(n, dtype=bool)] if offdiag else a.reshape(-1)
+
+
+def measure_agreement(cm: ContextMaps, measures: Any = None, *, rollout: bool = False, offdiag: bool = False) -> Any:
     """Rank agreement between measures, layer by layer.
 
     For every sequence, the Spearman correlation between two measures over all
@@ -332,6 +337,11 @@ def measure_agreement(cm: ContextMaps, measures: Any = None, *, rollout: bool = 
         Default: all of ``cm.maps`` (with ``rollout=True``: :data:`ROLLOUT_MEASURES`).
     rollout : bool
         Compare the aggregated maps (:meth:`ContextMaps.rollout`) instead of the per-layer ones.
+    offdiag : bool
+        Leave out each token's own entry (i = j). The diagonal dominates the
+        residual-aware maps, so the agreement over all pairs is partly just
+        "the token itself is the largest source"; the off-diagonal agreement is
+        about *which other* tokens matter.
 
     Returns
     -------
@@ -355,8 +365,8 @@ def measure_agreement(cm: ContextMaps, measures: Any = None, *, rollout: bool = 
         for a, b in itertools.combinations(names, 2):
             rhos = []
             for bi, nb in enumerate(lengths):
-                va = data[a][li, bi, :nb, :nb].reshape(-1).numpy()
-                vb = data[b][li, bi, :nb, :nb].reshape(-1).numpy()
+                va = _pairs_values(data[a][li, bi], nb, offdiag)
+                vb = _pairs_values(data[b][li, bi], nb, offdiag)
                 rho = spearmanr(va, vb).statistic
                 if np.isfinite(rho):
                     rhos.append(rho)
@@ -367,3 +377,58 @@ def measure_agreement(cm: ContextMaps, measures: Any = None, *, rollout: bool = 
     df.columns = pd.MultiIndex.from_tuples(df.columns)
     df.index.name = "layer"
     return df
+
+
+def agreement_null(cm: ContextMaps, a: str, b: str, *, layer: int, n_perm: int = 100, seed: int = 0, offdiag: bool = True) -> np.ndarray:
+    """What agreement chance gives: the mean Spearman of ``a`` vs ``b`` after shuffling ``b``'s senders.
+
+    In every permutation, each row of ``b``'s map (one receiving token) has its
+    off-diagonal entries shuffled independently (the diagonal stays in place
+    when ``offdiag=False``), which keeps each row's set of values and breaks
+    which token they belong to. Returns the ``n_perm`` mean correlations
+    (over sequences), to set beside :func:`measure_agreement`.
+
+    Parameters
+    ----------
+    cm : ContextMaps
+    a, b : str
+        Measures in ``cm.maps``.
+    layer : int
+        Model layer (0-based).
+    n_perm : int, default 100
+    seed : int, default 0
+    offdiag : bool, default True
+        As in :func:`measure_agreement`.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(n_perm,)``.
+    """
+    from scipy.stats import spearmanr
+
+    for name in (a, b):
+        if name not in cm.maps:
+            raise ValueError(f"unknown measure {name!r}; expected one of {', '.join(cm.maps)}.")
+    if isinstance(n_perm, bool) or not isinstance(n_perm, (int, np.integer)) or n_perm < 1:
+        raise ValueError(f"n_perm={n_perm!r}; give a positive int.")
+    rng = np.random.default_rng(seed)
+    li = cm.row(layer)
+    lengths = cm.attention_mask.sum(1).tolist()
+    seqs = [(cm[a][li, bi, :n, :n].numpy(), cm[b][li, bi, :n, :n].numpy(), n) for bi, n in enumerate(lengths) if n > 2]
+    if not seqs:
+        raise ValueError("every sequence has at most 2 tokens; a permutation null needs longer sequences.")
+    out = np.empty(n_perm)
+    for p in range(n_perm):
+        rhos = []
+        for ma, mb, n in seqs:
+            off = ~np.eye(n, dtype=bool)
+            vals = mb[off].reshape(n, n - 1)
+            shuffled = rng.permuted(vals, axis=1)
+            mb2 = mb.copy()
+            mb2[off] = shuffled.reshape(-1)
+            va = ma[off] if offdiag else ma.reshape(-1)
+            vb = mb2[off] if offdiag else mb2.reshape(-1)
+            rhos.append(spearmanr(va, vb).statistic)
+        out[p] = np.nanmean(rhos)
+    return out

@@ -164,3 +164,23 @@ def test_plot_and_widget(case):
     assert ex.error is not None and "トークン" in ex.error
     ex.set(token=3, layer=1)
     assert ex.error is None and ex.last.data["token"] == 3
+
+
+def test_offdiag_agreement_and_null(case):
+    from scipy.stats import spearmanr
+
+    enc, batch = case
+    cm = context_maps(enc, batch)
+    df = measure_agreement(cm, ["norm", "alti"], offdiag=True)
+    rhos = []
+    for b, n in enumerate(batch["attention_mask"].sum(1).tolist()):
+        off = ~np.eye(n, dtype=bool)
+        rhos.append(spearmanr(cm.map("norm", 0, b)[off], cm.map("alti", 0, b)[off]).statistic)
+    assert df.loc[0, ("norm vs alti", "mean")] == pytest.approx(np.mean(rhos))
+    null = mixlib.measures.agreement_null(cm, "norm", "norm", layer=0, n_perm=20, seed=1)
+    assert null.shape == (20,)
+    # a map agrees perfectly with itself; with its senders shuffled, only chance is left
+    assert measure_agreement(cm, ["norm", "norm"], offdiag=True).iloc[0, 0] == pytest.approx(1.0)
+    assert abs(null.mean()) < 0.3 and null.max() < 0.9
+    again = mixlib.measures.agreement_null(cm, "norm", "norm", layer=0, n_perm=20, seed=1)
+    np.testing.assert_array_equal(null, again)
