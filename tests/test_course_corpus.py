@@ -105,6 +105,8 @@ def test_grammar_corpus_rejects_bad_arguments():
         corpus.grammar_corpus(0)
     with pytest.raises(ValueError, match="unknown families"):
         corpus.grammar_corpus(10, families=("animals",))
+    with pytest.raises(ValueError, match="lang"):
+        corpus.analogy_questions(lang="fr")
 
 
 def test_analogy_questions_cover_all_pairs_and_words_exist(sents):
@@ -161,3 +163,80 @@ def test_check_sentence_accepts_the_corpus_and_rejects_broken_agreement():
     for text, (family, form, agrees) in cases.items():
         got = corpus.check_sentence(text)
         assert (got.family, got.form_ok, got.agrees) == (family, form, agrees), text
+
+
+# -- the Japanese family --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ja_sents():
+    return corpus.grammar_corpus(4000, seed=5, families=("japanese",))
+
+
+def _ja_words():
+    people = {w for m, f, _ in corpus.JA_PERSON_PAIRS for w in (m, f)}
+    places = {w for row in corpus.JA_COUNTRIES for w in row}
+    verbs = {w for p, q, _ in corpus.JA_VERBS for w in (p, q)}
+    return people, places, verbs
+
+
+def test_default_corpus_is_english_only_and_japanese_only_on_request(sents):
+    people, places, verbs = _ja_words()
+    ja = people | places | verbs
+    assert not any(ja & set(s) for s in sents), "the default mix must not contain the Japanese family"
+    mixed = corpus.grammar_corpus(3000, seed=1, families=("people", "japanese"))
+    n_ja = sum(bool(ja & set(s)) for s in mixed)
+    # weights 0.35 : 0.25 -> 5/12 of the sentences are Japanese
+    assert abs(n_ja / len(mixed) - 0.25 / 0.60) < 0.04
+    assert corpus.grammar_corpus(50, seed=2, families=("japanese",)) == corpus.grammar_corpus(50, seed=2, families=("japanese",))
+
+
+def test_japanese_sentences_are_space_separated_words_and_agree(ja_sents):
+    people, places, verbs = _ja_words()
+    pair_objs = {w: objs for m, f, objs in corpus.JA_PERSON_PAIRS for w in (m, f)}
+    male = {m for m, _, _ in corpus.JA_PERSON_PAIRS}
+    owner = {w: i for i, row in enumerate(corpus.JA_COUNTRIES) for w in row}
+    present = {p: obj for p, _, obj in corpus.JA_VERBS}
+    past = {q: obj for _, q, obj in corpus.JA_VERBS}
+    counts = Counter()
+    for s in ja_sents:
+        assert all(w and " " not in w for w in s)
+        assert not any(ch.isascii() and ch.isalpha() for w in s for ch in w), s  # no Latin letters
+        ws = set(s)
+        kinds = [k for k, vocab in (("people", people), ("countries", places), ("verbs", verbs)) if ws & vocab]
+        assert len(kinds) == 1, s
+        counts[kinds[0]] += 1
+        if kinds[0] == "people":
+            (w,) = [x for x in s if x in people]
+            pron = "彼" if w in male else "彼女"
+            assert pron in ws and ({"彼", "彼女"} - {pron}).isdisjoint(ws), s
+            assert [x for x in s if x in {o for objs in pair_objs.values() for o in objs}] in ([o] for o in pair_objs[w]), s
+        elif kinds[0] == "countries":
+            assert len({owner[x] for x in s if x in owner}) == 1, s
+        else:
+            (v,) = [x for x in s if x in verbs]
+            text = " ".join(s)
+            obj = present.get(v) or past[v]
+            assert f" {obj} {v}" in f" {text}", s
+            if v in present:
+                assert ws & {"毎日", "ふだん", "よく"} and not ws & {"昨日", "昨夜", "もう"}, s
+            else:
+                assert ws & {"昨日", "昨夜", "もう"} and not ws & {"毎日", "ふだん", "よく"}, s
+    assert min(counts.values()) > 800, counts
+
+
+def test_japanese_analogy_questions(ja_sents):
+    q = corpus.analogy_questions(lang="ja")
+    assert Counter(x.relation for x in q) == {"gender": 56, "capital": 56, "past": 90}
+    vocab = {w for s in ja_sents for w in s}
+    assert all({x.a, x.b, x.c, x.d} <= vocab for x in q)
+    assert corpus.Analogy("王", "女王", "父", "母", "gender") in q
+    assert corpus.Analogy("歩く", "歩いた", "行く", "行った", "past") in q
+
+
+def test_questions_from_pairs_enumerates_ordered_pairs_of_rows():
+    pairs = [("a", "b"), ("c", "d"), ("e", "f")]
+    q = corpus.questions_from_pairs(pairs, "r")
+    assert len(q) == 6
+    assert {(x.a, x.c) for x in q} == {(r1[0], r2[0]) for r1 in pairs for r2 in pairs if r1 != r2}
+    assert all((x.a, x.b) in pairs and (x.c, x.d) in pairs and x.relation == "r" for x in q)

@@ -6,6 +6,7 @@ import math
 from collections import Counter
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -242,6 +243,92 @@ def test_sgns_on_the_grammar_corpus_recovers_the_analogies():
     assert acc["gender"] > 0.8 and acc["past"] > 0.8 and acc["capital"] > 0.3, acc.to_dict()
 
 
+def test_sgns_on_the_japanese_family_recovers_the_analogies():
+    sents = corpus.grammar_corpus(3000, seed=0, families=("japanese",))
+    # particles are words of their own, so related words lie further apart than in English: window 5
+    r = w2v.train_word2vec(sents, kind="sgns", dim=30, window=5, epochs=3, batch_size=1024, lr=0.01, seed=0)
+    ev = r.vectors.evaluate(corpus.analogy_questions(lang="ja"))
+    assert len(ev) == 202
+    acc = ev.groupby("relation")["correct"].mean()
+    base = r.vectors.evaluate(corpus.analogy_questions(lang="ja"), method="nearest_c").groupby("relation")["correct"].mean()
+    # chance is about 1 / 80; the offset must add to what the neighbourhood of c gives
+    assert acc["gender"] > base["gender"] + 0.4 and acc["capital"] > base["capital"] + 0.15, (acc.to_dict(), base.to_dict())
+    assert (acc >= base).all(), (acc.to_dict(), base.to_dict())
+
+
+def test_evaluate_matches_question_by_question_analogy_and_brute_force_rank(random_vectors):
+    wv = random_vectors
+    rng = np.random.default_rng(1)
+    qs = [corpus.Analogy(*(wv.words[i] for i in rng.choice(len(wv), 4, replace=False)), "r") for _ in range(60)]
+    X = wv.matrix.astype(np.float64)
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    for excl in (True, False):
+        ev = wv.evaluate(qs, exclude_query=excl, block=7)  # several blocks
+        assert list(ev["predicted"]) == [wv.analogy(q.a, q.b, q.c, exclude_query=excl)[0][0] for q in qs]
+        for q, rank in zip(qs, ev["rank"]):
+            ia, ib, ic, id_ = (wv.index(w) for w in (q.a, q.b, q.c, q.d))
+            score = Xn @ (Xn[ib] - Xn[ia] + Xn[ic])
+            cand = [j for j in range(len(wv)) if not (excl and j in (ia, ib, ic))]
+            assert rank == 1 + sum(score[j] > score[id_] + 1e-9 for j in cand)
+        assert (ev["correct"] == (ev["rank"] == 1)).all()
+    base = wv.evaluate(qs, method="nearest_c")
+    want = [wv._rank(wv.vector(q.c), 1, (q.a, q.b, q.c))[0][0] for q in qs]
+    assert list(base["predicted"]) == want
+    with pytest.raises(ValueError, match="method"):
+        wv.evaluate(qs, method="3cosmul")
+    assert wv.evaluate([corpus.Analogy("w0", "w1", "w2", "nope", "x")]).empty
+
+
+def test_load_analogy_set_reads_pairs_and_rejects_bad_files(tmp_path):
+    good = tmp_path / "pairs.tsv"
+    good.write_text("relation\ta\tb\nx\tp\tq\nx\tr\ts\nx\tt\tu\ny\tm\tn\ny\to\tv\n", encoding="utf-8")
+    qs = w2v.load_analogy_set(str(good))
+    assert Counter(q.relation for q in qs) == {"x": 6, "y": 2}
+    assert corpus.Analogy("p", "q", "t", "u", "x") in qs
+    assert len(w2v.load_analogy_set(str(good), relations=["y"])) == 2
+    with pytest.raises(ValueError, match="no relation"):
+        w2v.load_analogy_set(str(good), relations=["z"])
+    for body, match in [
+        ("rel\ta\tb\nx\tp\tq\n", "header"),
+        ("relation\ta\tb\nx\tp\n", "three non-empty"),
+        ("relation\ta\tb\nx\tp\tp\n", "must differ"),
+        ("relation\ta\tb\nx\tp\tq\nx\tp\tq\n", "listed twice"),
+    ]:
+        bad = tmp_path / "bad.tsv"
+        bad.write_text(body, encoding="utf-8")
+        with pytest.raises(ValueError, match=match):
+            w2v.load_analogy_set(str(bad))
+    with pytest.raises(FileNotFoundError):
+        w2v.load_analogy_set("no_such_file.tsv")
+
+
+def test_accuracy_by_relation_resamples_pairs_as_a_naive_loop_does():
+    pairs = [(f"a{i}", f"b{i}") for i in range(6)]
+    qs = corpus.questions_from_pairs(pairs, "r")
+    rng = np.random.default_rng(3)
+    correct = rng.random(len(qs)) < 0.5
+    ev = pd.DataFrame({"a": [q.a for q in qs], "b": [q.b for q in qs], "c": [q.c for q in qs], "d": [q.d for q in qs],
+                       "predicted": "", "correct": correct, "relation": "r", "rank": 1})
+    got = w2v.accuracy_by_relation(ev, n_boot=300, seed=9).iloc[0]
+    assert got["accuracy"] == pytest.approx(correct.mean())
+    assert (got["questions"], got["pairs"]) == (30, 6)
+    # naive: draw the same pair counts, then weigh every question by count(i) * count(j)
+    draw = np.random.default_rng(9).multinomial(6, np.full(6, 1 / 6), size=300)
+    boot = []
+    for counts in draw:
+        num = den = 0.0
+        for q, ok in zip(qs, correct):
+            w = counts[int(q.a[1:])] * counts[int(q.c[1:])]
+            num, den = num + w * ok, den + w
+        if den > 0:
+            boot.append(num / den)
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    assert (got["low"], got["high"]) == pytest.approx((lo, hi))
+    assert got["low"] <= got["accuracy"] <= got["high"]
+    allright = ev.assign(correct=True)
+    assert tuple(w2v.accuracy_by_relation(allright, n_boot=50).iloc[0][["accuracy", "low", "high"]]) == (1.0, 1.0, 1.0)
+
+
 def test_from_encoder_keeps_whole_words_with_their_rows(packaged_enc):
     wv = w2v.WordVectors.from_encoder(packaged_enc)
     E = packaged_enc.word_embeddings().numpy()
@@ -250,5 +337,12 @@ def test_from_encoder_keeps_whole_words_with_their_rows(packaged_enc):
     assert all(w.isalpha() and w.islower() and w.isascii() for w in wv.words)
     assert "##s" not in wv and "[CLS]" not in wv and "king" in wv
     np.testing.assert_array_equal(wv.matrix, E[wv.rows])
-    for a, b, c, d in [("man", "king", "woman", "queen"), ("france", "paris", "japan", "tokyo"), ("walk", "walked", "go", "went")]:
-        assert wv.analogy(a, b, c)[0][0] == d
+
+
+def test_packaged_model_offset_beats_the_nearest_c_baseline_on_the_book_set(packaged_enc):
+    wv = w2v.WordVectors.from_encoder(packaged_enc)
+    qs = w2v.load_analogy_set()
+    acc = wv.evaluate(qs).groupby("relation")["correct"].mean()
+    base = wv.evaluate(qs, method="nearest_c").groupby("relation")["correct"].mean()
+    assert set(acc.index) == {"capital", "gender", "past"}
+    assert (acc > base).all(), (acc.to_dict(), base.to_dict())

@@ -142,3 +142,29 @@ def test_token_categories(tiny_enc):
     assert category_names() == tuple(CATEGORY_ORDER)
     with pytest.raises(ValueError, match="shape"):
         token_categories(tiny_enc, ids, batch["attention_mask"][:, :2])
+
+
+# -- data/analogy_en.tsv (chapter 3) -------------------------------------------------------
+
+
+def test_analogy_en_file_format_and_single_tokens(packaged_enc):
+    import csv
+    from collections import Counter
+
+    from mixlib.paths import data_path
+
+    with open(data_path("analogy_en.tsv"), encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    assert rows[0] == ["relation", "a", "b"]
+    body = rows[1:]
+    assert all(len(r) == 3 for r in body)
+    per_rel = Counter(r[0] for r in body)
+    assert set(per_rel) == {"capital", "gender", "past"} and min(per_rel.values()) >= 30, per_rel
+    assert len({tuple(r) for r in body}) == len(body), "a pair is listed twice"
+    for rel in per_rel:
+        words = [w for r in body if r[0] == rel for w in r[1:]]
+        assert len(set(words)) == len(words), f"{rel}: a word appears in two pairs (questions would be ambiguous)"
+    words = {w for r in body for w in r[1:]}
+    assert all(w.isascii() and w.isalpha() and w.islower() for w in words)
+    vocab = packaged_enc.tokenizer.get_vocab()
+    assert not sorted(w for w in words if w not in vocab), "every word must be one whole-word token"

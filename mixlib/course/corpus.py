@@ -35,8 +35,19 @@ through the words around it:
     the chapter on distributional vectors counts them, as in the lecture's
     banana/puppy/fruit example.
 
+``japanese`` (only on request: not in the default mix)
+    The same three relations in Japanese, written with spaces between words
+    (分かち書き) so that the same tools read it: :data:`JA_PERSON_PAIRS`
+    (王/女王 …, gender through 彼/彼女), :data:`JA_COUNTRIES` (フランス/パリ/
+    フランス語 …) and :data:`JA_VERBS` (歩く/歩いた …, tense through 毎日 vs
+    昨日). Inflected verb forms are kept as one token (歩いた), whereas a
+    MeCab-style morphological analyser would split them (歩い + た). Ask for it
+    with ``grammar_corpus(n, families=("japanese",))``; the default corpus,
+    which the later chapters use, is unchanged.
+
 :func:`analogy_questions` lists every analogy the grammar implies (a : b :: c : d
-with a, b from one pair and c, d from another), so accuracy can be measured.
+with a, b from one pair and c, d from another), so accuracy can be measured;
+``analogy_questions(lang="ja")`` gives the Japanese ones.
 
 The reversal task
 -----------------
@@ -61,11 +72,16 @@ __all__ = [
     "VERBS",
     "THINGS",
     "FAMILY_WEIGHTS",
+    "EXTRA_FAMILY_WEIGHTS",
+    "JA_PERSON_PAIRS",
+    "JA_COUNTRIES",
+    "JA_VERBS",
     "grammar_corpus",
     "SentenceCheck",
     "check_sentence",
     "Analogy",
     "analogy_questions",
+    "questions_from_pairs",
     "RELATIONS",
     "ReversalTask",
     "reversal_pairs",
@@ -123,8 +139,51 @@ THINGS: dict[str, dict[str, float]] = {
     "rabbit": {"furry": 0.50, "soft": 0.30, "cute": 0.20},
 }
 
-#: How often each family of templates is used.
+#: How often each family of templates is used (the default mix).
 FAMILY_WEIGHTS: dict[str, float] = {"people": 0.35, "countries": 0.25, "verbs": 0.25, "things": 0.15}
+#: Families that are used only when asked for by name, with their weight in a mix.
+EXTRA_FAMILY_WEIGHTS: dict[str, float] = {"japanese": 0.25}
+
+# -- the Japanese family (分かち書き: one space between words) -------------------
+
+#: (male, female, objects of the pair), as :data:`PERSON_PAIRS`.
+JA_PERSON_PAIRS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("王", "女王", ("宮殿", "王座", "王冠")),
+    ("王子", "王女", ("城", "馬", "剣")),
+    ("男", "女", ("会社", "車", "仕事")),
+    ("少年", "少女", ("学校", "ボール", "おもちゃ")),
+    ("父", "母", ("家", "庭", "家族")),
+    ("息子", "娘", ("部屋", "自転車", "宿題")),
+    ("おじ", "おば", ("農場", "牛", "畑")),
+    ("夫", "妻", ("結婚式", "指輪", "新居")),
+)
+#: Words that carry the gender factor in the Japanese family (subject pronoun; possessive = pronoun + の).
+JA_GENDER_WORDS = {"male": "彼", "female": "彼女"}
+#: (country, capital, language), as :data:`COUNTRIES`.
+JA_COUNTRIES: tuple[tuple[str, str, str], ...] = (
+    ("フランス", "パリ", "フランス語"),
+    ("日本", "東京", "日本語"),
+    ("イタリア", "ローマ", "イタリア語"),
+    ("ドイツ", "ベルリン", "ドイツ語"),
+    ("スペイン", "マドリード", "スペイン語"),
+    ("中国", "北京", "中国語"),
+    ("ロシア", "モスクワ", "ロシア語"),
+    ("ギリシャ", "アテネ", "ギリシャ語"),
+)
+#: (present, past, object phrase), as :data:`VERBS`; each form is one token.
+JA_VERBS: tuple[tuple[str, str, str], ...] = (
+    ("歩く", "歩いた", "公園 まで"),
+    ("行く", "行った", "市場 へ"),
+    ("食べる", "食べた", "パン を"),
+    ("飲む", "飲んだ", "お茶 を"),
+    ("見る", "見た", "映画 を"),
+    ("書く", "書いた", "手紙 を"),
+    ("走る", "走った", "校庭 を"),
+    ("歌う", "歌った", "歌 を"),
+    ("買う", "買った", "食べ物 を"),
+    ("乗る", "乗った", "電車 に"),
+)
+_JA_SUBFAMILY_WEIGHTS = {"people": 0.4, "countries": 0.3, "verbs": 0.3}
 
 _PEOPLE_TEMPLATES = (
     "the {w} showed {his} {obj} to us",
@@ -154,6 +213,26 @@ _PAST_TEMPLATES = (
     "{subj} already {v} {obj}",
 )
 _SUBJECTS = ("i", "we", "you", "they")
+_JA_PEOPLE_TEMPLATES = (
+    "{w} は {his} {obj} を 見せ て くれ た",
+    "{he} は {obj} を 持つ {w} だ",
+    "{w} は {his} {obj} を 愛し て いる",
+    "{w} と {his} {obj} が ここ に ある",
+)
+_JA_COUNTRY_TEMPLATES = (
+    "{country} は 長い 国境 を 持つ 大きな 国 だ",
+    "{country} の 政府 は 強い",
+    "{country} の 人々 は {lang} を 話す",
+    "{country} という 国 で は {lang} を 話す",
+    "{capital} は 通り が にぎやか な 大きな 都市 だ",
+    "{capital} の 市長 は {lang} を 話す",
+    "{capital} の 人々 は {lang} を 話す",
+    "{capital} という 都市 に は 駅 が ある",
+    "{country} の 首都 は {capital} だ",
+)
+_JA_PRESENT_TEMPLATES = ("{subj} は 毎日 {obj} {v}", "{subj} は ふだん {obj} {v}", "{subj} は よく {obj} {v}")
+_JA_PAST_TEMPLATES = ("{subj} は 昨日 {obj} {v}", "{subj} は 昨夜 {obj} {v}", "{subj} は もう {obj} {v}")
+_JA_SUBJECTS = ("私", "私たち", "あなた", "彼ら")
 _THING_TEMPLATES = (
     "the {noun} is {adj}",
     "i like the {adj} {noun}",
@@ -194,7 +273,26 @@ def _things(rng: random.Random) -> str:
     return rng.choice(_THING_TEMPLATES).format(noun=noun, adj=adj)
 
 
-_FAMILIES = {"people": _people, "countries": _countries, "verbs": _verbs, "things": _things}
+def _japanese(rng: random.Random) -> str:
+    kinds, weights = zip(*_JA_SUBFAMILY_WEIGHTS.items())
+    kind = rng.choices(kinds, weights=weights)[0]
+    if kind == "people":
+        male, female, objects = rng.choice(JA_PERSON_PAIRS)
+        gender = rng.choice(("male", "female"))
+        he = JA_GENDER_WORDS[gender]
+        w = male if gender == "male" else female
+        return rng.choice(_JA_PEOPLE_TEMPLATES).format(w=w, he=he, his=f"{he} の", obj=rng.choice(objects))
+    if kind == "countries":
+        country, capital, lang = rng.choice(JA_COUNTRIES)
+        return rng.choice(_JA_COUNTRY_TEMPLATES).format(country=country, capital=capital, lang=lang)
+    present, past, obj = rng.choice(JA_VERBS)
+    if rng.random() < 0.5:
+        return rng.choice(_JA_PRESENT_TEMPLATES).format(subj=rng.choice(_JA_SUBJECTS), v=present, obj=obj)
+    return rng.choice(_JA_PAST_TEMPLATES).format(subj=rng.choice(_JA_SUBJECTS), v=past, obj=obj)
+
+
+_FAMILIES = {"people": _people, "countries": _countries, "verbs": _verbs, "things": _things, "japanese": _japanese}
+_ALL_WEIGHTS = {**FAMILY_WEIGHTS, **EXTRA_FAMILY_WEIGHTS}
 
 
 def grammar_corpus(n_sentences: int = 20000, *, seed: int = 0, families: tuple[str, ...] | None = None) -> list[list[str]]:
@@ -207,8 +305,10 @@ def grammar_corpus(n_sentences: int = 20000, *, seed: int = 0, families: tuple[s
     seed : int, default 0
         The same ``(n_sentences, seed, families)`` always gives the same corpus.
     families : tuple of str, optional
-        Subset of ``("people", "countries", "verbs", "things")`` (default: all,
-        mixed with :data:`FAMILY_WEIGHTS`).
+        Families to mix, from ``("people", "countries", "verbs", "things",
+        "japanese")`` (default: the four English families, mixed with
+        :data:`FAMILY_WEIGHTS`; ``"japanese"`` is used only when named, with the
+        weight in :data:`EXTRA_FAMILY_WEIGHTS`).
 
     Returns
     -------
@@ -229,8 +329,8 @@ def grammar_corpus(n_sentences: int = 20000, *, seed: int = 0, families: tuple[s
     names = tuple(families) if families is not None else tuple(FAMILY_WEIGHTS)
     unknown = [f for f in names if f not in _FAMILIES]
     if unknown or not names:
-        raise ValueError(f"unknown families {unknown or names!r}; choose from {tuple(FAMILY_WEIGHTS)}.")
-    weights = [FAMILY_WEIGHTS[f] for f in names]
+        raise ValueError(f"unknown families {unknown or names!r}; choose from {tuple(_ALL_WEIGHTS)}.")
+    weights = [_ALL_WEIGHTS[f] for f in names]
     rng = random.Random(seed)
     picks = rng.choices(names, weights=weights, k=n_sentences)
     return [_FAMILIES[f](rng).split() for f in picks]
@@ -358,7 +458,15 @@ class Analogy:
 RELATIONS = {"gender": "性別", "capital": "首都", "past": "過去形"}
 
 
-def analogy_questions(relation: str | None = None) -> list[Analogy]:
+def questions_from_pairs(pairs: Sequence[tuple[str, str]], relation: str) -> list[Analogy]:
+    """All analogies ``a : b :: c : d`` from two different rows ``(a, b)`` and ``(c, d)`` of ``pairs``.
+
+    ``n`` pairs give ``n * (n - 1)`` questions (both orders of every two rows).
+    """
+    return [Analogy(a, b, c, d, relation) for i, (a, b) in enumerate(pairs) for j, (c, d) in enumerate(pairs) if i != j]
+
+
+def analogy_questions(relation: str | None = None, *, lang: str = "en") -> list[Analogy]:
     """Every analogy the grammar implies, e.g. ``man : woman :: king : queen``.
 
     Parameters
@@ -367,26 +475,28 @@ def analogy_questions(relation: str | None = None) -> list[Analogy]:
         Only this relation (default: all three). ``gender``: male -> female for
         two different person pairs; ``capital``: country -> capital;
         ``past``: present -> past tense.
+    lang : {"en", "ja"}, default "en"
+        The English families, or the Japanese family (王 : 女王 :: 父 : 母 ...).
 
     Returns
     -------
     list of Analogy
-        All ordered pairs of distinct rows: 56 + 56 + 90 questions in total.
+        All ordered pairs of distinct rows: 56 + 56 + 90 questions in total
+        (the same numbers in Japanese).
     """
+    if lang not in ("en", "ja"):
+        raise ValueError(f"lang must be 'en' or 'ja'; got {lang!r}.")
+    people, countries, verbs = (PERSON_PAIRS, COUNTRIES, VERBS) if lang == "en" else (JA_PERSON_PAIRS, JA_COUNTRIES, JA_VERBS)
     rows: dict[str, list[tuple[str, str]]] = {
-        "gender": [(m, f) for m, f, _ in PERSON_PAIRS],
-        "capital": [(c, cap) for c, cap, _ in COUNTRIES],
-        "past": [(p, q) for p, q, _ in VERBS],
+        "gender": [(m, f) for m, f, _ in people],
+        "capital": [(c, cap) for c, cap, _ in countries],
+        "past": [(p, q) for p, q, _ in verbs],
     }
     if relation is not None and relation not in rows:
         raise ValueError(f"unknown relation {relation!r}; choose from {tuple(rows)} or None for all.")
-    out = []
+    out: list[Analogy] = []
     for rel in [relation] if relation else list(rows):
-        pairs = rows[rel]
-        for i, (a, b) in enumerate(pairs):
-            for j, (c, d) in enumerate(pairs):
-                if i != j:
-                    out.append(Analogy(a, b, c, d, rel))
+        out += questions_from_pairs(rows[rel], rel)
     return out
 
 

@@ -46,6 +46,9 @@ __all__ = [
     "train_word2vec",
     "WordVectors",
     "torch_threads",
+    "ANALOGY_SET_RELATIONS",
+    "load_analogy_set",
+    "accuracy_by_relation",
 ]
 
 
@@ -584,22 +587,71 @@ class WordVectors:
         target = u[self.index(b)] - u[self.index(a)] + u[self.index(c)]
         return self._rank(target, k, (a, b, c) if exclude_query else ())
 
-    def evaluate(self, questions: Iterable[Any], *, exclude_query: bool = True) -> pd.DataFrame:
-        """Answer analogy questions (objects with ``a, b, c, d, relation``) by 3CosAdd.
+    def evaluate(
+        self, questions: Iterable[Any], *, exclude_query: bool = True, method: str = "3cosadd", block: int = 256
+    ) -> pd.DataFrame:
+        r"""Answer analogy questions (objects with ``a, b, c, d, relation``) all at once.
+
+        Parameters
+        ----------
+        questions : iterable
+            E.g. :func:`mixlib.course.corpus.analogy_questions` or :func:`load_analogy_set`.
+        exclude_query : bool, default True
+            Remove ``a``, ``b`` and ``c`` from the candidates (see :meth:`analogy`).
+        method : {"3cosadd", "nearest_c"}, default "3cosadd"
+            ``"3cosadd"`` ranks by :math:`\cos(d,\ \hat{b} - \hat{a} + \hat{c})`, as
+            :meth:`analogy`; ``"nearest_c"`` is the baseline that ignores ``a`` and
+            ``b`` and answers the nearest neighbour of ``c`` (Linzen 2016): how much
+            of 3CosAdd's accuracy the offset ``b - a`` adds. ``"nearest_c"`` always
+            excludes the query words (else ``c`` would answer itself).
+        block : int, default 256
+            Questions scored per matrix product (memory: ``block * V`` floats).
 
         Returns
         -------
         pandas.DataFrame
-            Columns ``a, b, c, d`` (expected), ``predicted``, ``correct`` and ``relation``;
+            Columns ``a, b, c, d`` (expected), ``predicted``, ``correct``, ``relation``
+            and ``rank`` (1 = first: the position of ``d`` among the candidates);
             questions with a word outside the vocabulary are skipped.
         """
-        rows = []
-        for q in questions:
-            if not all(w in self for w in (q.a, q.b, q.c, q.d)):
-                continue
-            pred = self.analogy(q.a, q.b, q.c, 1, exclude_query=exclude_query)[0][0]
-            rows.append({"a": q.a, "b": q.b, "c": q.c, "d": q.d, "predicted": pred, "correct": pred == q.d, "relation": q.relation})
-        return pd.DataFrame(rows, columns=["a", "b", "c", "d", "predicted", "correct", "relation"])
+        if method not in ("3cosadd", "nearest_c"):
+            raise ValueError(f"method must be '3cosadd' or 'nearest_c'; got {method!r}.")
+        if isinstance(block, bool) or not isinstance(block, (int, np.integer)) or block < 1:
+            raise ValueError(f"block must be a positive integer; got {block!r}.")
+        cols = ["a", "b", "c", "d", "predicted", "correct", "relation", "rank"]
+        qs = [q for q in questions if all(w in self for w in (q.a, q.b, q.c, q.d))]
+        if not qs:
+            return pd.DataFrame(columns=cols)
+        U = self.unit()  # (V, D)
+        ia, ib, ic, id_ = (np.array([self._index[getattr(q, f)] for q in qs]) for f in "abcd")  # (Q,) each
+        exclude = exclude_query or method == "nearest_c"
+        pred = np.empty(len(qs), dtype=np.int64)
+        rank = np.empty(len(qs), dtype=np.int64)
+        for s in range(0, len(qs), int(block)):
+            sl = slice(s, s + int(block))
+            T = U[ic[sl]] if method == "nearest_c" else U[ib[sl]] - U[ia[sl]] + U[ic[sl]]  # (q, D)
+            norms = np.linalg.norm(T, axis=1, keepdims=True)
+            S = (T / np.where(norms > 0, norms, 1.0)) @ U.T  # (q, V)
+            r = np.arange(S.shape[0])
+            if exclude:
+                for cols_ in (ia[sl], ib[sl], ic[sl]):
+                    S[r, cols_] = -np.inf
+            pred[sl] = S.argmax(axis=1)  # ties: the lower row, as in analogy()
+            target = S[r, id_[sl]]
+            rank[sl] = 1 + (S > target[:, None]).sum(axis=1)
+        out = pd.DataFrame(
+            {
+                "a": [q.a for q in qs],
+                "b": [q.b for q in qs],
+                "c": [q.c for q in qs],
+                "d": [q.d for q in qs],
+                "predicted": [self.words[i] for i in pred],
+                "correct": pred == id_,
+                "relation": [q.relation for q in qs],
+                "rank": rank,
+            }
+        )
+        return out[cols]
 
     def subset(self, words: Sequence[str]) -> "WordVectors":
         """The same vectors restricted to ``words`` (in that order)."""
@@ -644,3 +696,112 @@ class WordVectors:
             rows.append(i)
         rows_a = np.array(rows, dtype=np.int64)
         return cls(tuple(words), E[rows_a], rows_a)
+
+
+# ---------------------------------------------------------------------------
+# analogy question sets and their accuracy
+# ---------------------------------------------------------------------------
+
+#: Relations of ``data/analogy_en.tsv``, with their Japanese names for tables.
+ANALOGY_SET_RELATIONS = {"capital": "国と首都", "gender": "性別", "past": "過去形"}
+
+
+def load_analogy_set(name: str = "analogy_en.tsv", relations: Sequence[str] | None = None) -> list:
+    """The analogy questions of a pair file in ``data/`` (all ordered pairs of its rows per relation).
+
+    The file is tab-separated with the header ``relation, a, b``: one related
+    pair per row (``france  paris``). Every two different rows of one
+    relation make a question ``a : b :: c : d``, so ``n`` rows give
+    ``n * (n - 1)`` questions.
+
+    Parameters
+    ----------
+    name : str, default "analogy_en.tsv"
+        A file in ``data/`` (see ``data/README.md``), or a path to one.
+    relations : sequence of str, optional
+        Keep only these relations (default: all in the file).
+
+    Returns
+    -------
+    list of mixlib.course.corpus.Analogy
+
+    Raises
+    ------
+    ValueError
+        A malformed file: wrong header, an empty field, a pair whose two words
+        are equal, a pair listed twice, or a relation that is not in the file.
+    """
+    import csv
+    from pathlib import Path
+
+    from mixlib.course.corpus import questions_from_pairs
+    from mixlib.paths import data_path
+
+    path = Path(name) if Path(name).is_file() else data_path(name)
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or [c.strip() for c in rows[0]] != ["relation", "a", "b"]:
+        raise ValueError(f"{path}: the first line must be the header 'relation<TAB>a<TAB>b'.")
+    pairs: dict[str, list[tuple[str, str]]] = {}
+    for n, row in enumerate(rows[1:], start=2):
+        if not row:
+            continue
+        if len(row) != 3 or not all(x.strip() for x in row):
+            raise ValueError(f"{path} line {n}: expected three non-empty tab-separated fields; got {row!r}.")
+        rel, a, b = (x.strip() for x in row)
+        if a == b:
+            raise ValueError(f"{path} line {n}: the two words of a pair must differ; got {a!r} twice.")
+        if (a, b) in pairs.get(rel, []):
+            raise ValueError(f"{path} line {n}: the pair ({a}, {b}) is listed twice under {rel!r}.")
+        pairs.setdefault(rel, []).append((a, b))
+    wanted = list(pairs) if relations is None else list(relations)
+    unknown = [r for r in wanted if r not in pairs]
+    if unknown:
+        raise ValueError(f"{path} has no relation {unknown!r}; it has {list(pairs)}.")
+    out: list = []
+    for rel in wanted:
+        out += questions_from_pairs(pairs[rel], rel)
+    return out
+
+
+def accuracy_by_relation(ev: pd.DataFrame, *, n_boot: int = 2000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
+    """Accuracy per relation with a bootstrap interval that resamples the *pairs*, not the questions.
+
+    The questions of a relation share their pairs (``n`` pairs make ``n(n-1)``
+    questions), so they are not independent: a binomial interval over the
+    questions would be far too narrow. Each bootstrap replicate draws the
+    pairs with replacement and weighs every question ``(i, j)`` by how often
+    pairs ``i`` and ``j`` were drawn.
+
+    Parameters
+    ----------
+    ev : pandas.DataFrame
+        The output of :meth:`WordVectors.evaluate`.
+    n_boot : int, default 2000
+    level : float, default 0.95
+    seed : int, default 0
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per relation: ``questions``, ``pairs``, ``accuracy``, ``low``, ``high``.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1; got {level!r}.")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer; got {n_boot!r}.")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for rel, g in ev.groupby("relation", sort=False):
+        keys = list(dict.fromkeys(list(zip(g["a"], g["b"])) + list(zip(g["c"], g["d"]))))
+        pos = {k: i for i, k in enumerate(keys)}
+        i = np.array([pos[k] for k in zip(g["a"], g["b"])])
+        j = np.array([pos[k] for k in zip(g["c"], g["d"])])
+        correct = g["correct"].to_numpy(dtype=float)
+        W = rng.multinomial(len(keys), np.full(len(keys), 1 / len(keys)), size=n_boot).astype(float)  # (n_boot, n)
+        w = W[:, i] * W[:, j]  # (n_boot, Q)
+        den = w.sum(axis=1)
+        boot = (w @ correct)[den > 0] / den[den > 0]
+        lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+        rows.append({"relation": rel, "questions": len(g), "pairs": len(keys), "accuracy": correct.mean(), "low": lo, "high": hi})
+    return pd.DataFrame(rows, columns=["relation", "questions", "pairs", "accuracy", "low", "high"])
