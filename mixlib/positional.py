@@ -21,7 +21,22 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Positional", "positional_orthogonality", "position_attention", "principal_angles"]
+__all__ = [
+    "Positional",
+    "positional_orthogonality",
+    "position_attention",
+    "principal_angles",
+    "Overlap",
+    "centred_overlap",
+    "percentile_of",
+    "random_orthonormal",
+    "real_input",
+    "input_std",
+    "position_std",
+    "token_attention",
+    "map_correlation",
+    "psi_rank_agreement",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,7 +277,9 @@ def positional_orthogonality(
 
 
 
-def position_attention(enc: Any, layer: int = 0, n: int = 64, *, layernorm: bool = False, bias: bool = False) -> np.ndarray:
+def position_attention(
+    enc: Any, layer: int = 0, n: int = 64, *, layernorm: bool = False, bias: bool = False, input_std: Any = None
+) -> np.ndarray:
     """Attention weights that the position embeddings alone produce in one layer (the paper's Fig. 6).
 
     ``A^h = softmax((X W_Q^h)(X W_K^h)^T / sqrt(d'))`` with ``X`` the first ``n``
@@ -284,19 +301,43 @@ def position_attention(enc: Any, layer: int = 0, n: int = 64, *, layernorm: bool
     bias : bool, default False
         False (default, as the paper leaves biases out): ``X W^T`` only. True:
         add the query and key biases, as the model does.
+    input_std : float or array-like of shape (n,), optional
+        Only with ``layernorm=True``: divide each centred position vector by
+        this standard deviation instead of its own, i.e. scale it as it is
+        scaled inside the real input ``LN(e + p + s)`` (see :func:`input_std`).
+        ``LN(p)`` alone divides by the small spread of ``p`` and so enlarges
+        the position part several times more than the real input does.
 
     Returns
     -------
     numpy.ndarray, float32, shape (H, n, n)
         Each row sums to 1.
+
+    Raises
+    ------
+    ValueError
+        ``input_std`` without ``layernorm=True``, of the wrong length, or not
+        positive and finite.
     """
     enc.check_layer(layer)
     n = _int_arg("n", n, 1, enc.max_positions)
     H, dh = enc.n_heads, enc.d_head
     dev = enc.device
+    std = None
+    if input_std is not None:
+        if not layernorm:
+            raise ValueError("input_std only applies with layernorm=True (it replaces LayerNorm's own divisor).")
+        std_np = np.broadcast_to(np.asarray(input_std, dtype=np.float32), (n,)) if np.ndim(input_std) == 0 else np.asarray(input_std, dtype=np.float32)
+        if std_np.shape != (n,) or not np.all(np.isfinite(std_np)) or not np.all(std_np > 0):
+            raise ValueError(f"input_std must be a positive finite number or an array of shape ({n},); got shape {std_np.shape}.")
+        std = torch.from_numpy(np.ascontiguousarray(std_np)).to(dev)
     with torch.inference_mode():
         X = enc.position_embeddings()[:n].to(dev)  # (n, D)
-        if layernorm:
+        if std is not None:
+            ln = enc.embedding_module("embedding_norm")
+            Xc = X - X.mean(dim=1, keepdim=True)  # (n, D) centred over the components, as LayerNorm does
+            X = Xc / std[:, None] * ln.weight.detach() + ln.bias.detach()
+        elif layernorm:
             X = enc.embedding_module("embedding_norm")(X)
         Wq, bq = enc.projection(layer, "query")
         Wk, bk = enc.projection(layer, "key")
@@ -311,3 +352,652 @@ def position_attention(enc: Any, layer: int = 0, n: int = 64, *, layernorm: bool
         K = K.view(n, H, dh).transpose(0, 1)  # (H, n, d')
         A = torch.softmax(Q @ K.transpose(1, 2) / math.sqrt(dh), dim=-1)  # (H, n, n)
     return A.float().cpu().numpy()
+
+
+# ---------------------------------------------------------------------------
+# Centred overlap of the two sets, against random subspaces (issue 9, C1)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Overlap:
+    """Word vs. position embeddings after centring, each statistic beside a random-subspace null.
+
+    Attributes
+    ----------
+    model : str
+    d_model : int
+    ks : tuple of int
+        Subspace dimensions compared (ascending).
+    mean_cos_raw, mean_abs_cos_raw : float
+        Mean cosine and mean ``|cos|`` over all ``V x P`` pairs of the raw
+        (uncentred) embeddings, as in :func:`positional_orthogonality`.
+    mean_cos_centred, mean_abs_cos_centred : float
+        The same after subtracting the mean word vector from every word
+        embedding and the mean position vector from every position embedding.
+    mean_alignment : float
+        Cosine of the mean word vector and the mean position vector. A large
+        value inflates every uncentred cosine: each raw vector shares its set's
+        mean, and the two means point the same way.
+    mean_share_of_norm : tuple of float
+        ``||mean||^2 / mean(||x||^2)`` for words and positions: how much of each
+        set's squared length is its common mean.
+    sample_ids : numpy.ndarray, int64, shape (S,)
+        Word ids used for the null (a seeded sample of the vocabulary).
+    sample_mean_abs_cos : float
+        Centred mean ``|cos|`` over ``sample_ids x P`` (the observed value the
+        null is compared with; close to :attr:`mean_abs_cos_centred`).
+    null_mean_abs_cos : numpy.ndarray, shape (n_rotations,)
+        The same statistic with the centred position vectors turned by a
+        Haar-random rotation of ``R^D`` (their own geometry kept, their
+        orientation relative to the words random), one value per draw.
+    share_centred : numpy.ndarray, shape (len(ks),)
+        Share of the centred position variance inside the span of the top-k
+        principal components of the (centred) word embeddings.
+    share_raw : numpy.ndarray, shape (len(ks),)
+        Share of the uncentred position second moment ``sum ||p||^2`` inside the
+        span of the top-k right singular vectors of the uncentred word matrix.
+    null_share_centred, null_share_raw : numpy.ndarray, shape (n_draws, len(ks))
+        The same shares for Haar-random k-dimensional subspaces (expected value
+        ``k / D`` for both).
+    min_angle_centred, min_angle_raw : numpy.ndarray, shape (len(ks),)
+        Smallest principal angle (degrees) between the top-k word subspace and
+        the top-k position subspace, centred (PCA) and uncentred (SVD).
+    null_min_angle : numpy.ndarray, shape (n_draws, len(ks))
+        Smallest principal angle between the centred top-k word subspace and a
+        random k-dimensional subspace.
+    """
+
+    model: str
+    d_model: int
+    ks: tuple[int, ...]
+    mean_cos_raw: float
+    mean_abs_cos_raw: float
+    mean_cos_centred: float
+    mean_abs_cos_centred: float
+    mean_alignment: float
+    mean_share_of_norm: tuple[float, float]
+    sample_ids: np.ndarray = field(repr=False)
+    sample_mean_abs_cos: float = float("nan")
+    null_mean_abs_cos: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    share_centred: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    share_raw: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    null_share_centred: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    null_share_raw: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    min_angle_centred: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    min_angle_raw: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+    null_min_angle: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+
+    @property
+    def n_draws(self) -> int:
+        """Random subspaces drawn for the share and angle nulls."""
+        return int(self.null_share_centred.shape[0])
+
+    def cos_table(self):
+        """Mean ``|cos|`` raw / centred and the null's mean, 2.5 % and 97.5 % quantiles and the observed percentile.
+
+        Returns
+        -------
+        pandas.Series
+        """
+        import pandas as pd
+
+        null = self.null_mean_abs_cos
+        return pd.Series({
+            "mean_abs_cos_raw": self.mean_abs_cos_raw,
+            "mean_abs_cos_centred": self.mean_abs_cos_centred,
+            "mean_alignment": self.mean_alignment,
+            "sample_mean_abs_cos": self.sample_mean_abs_cos,
+            "null_mean": float(null.mean()),
+            "null_q025": float(np.quantile(null, 0.025)),
+            "null_q975": float(np.quantile(null, 0.975)),
+            "percentile": percentile_of(self.sample_mean_abs_cos, null),
+        })
+
+    def share_table(self):
+        """Per k: observed shares (centred, raw), the random-subspace null (mean, 2.5 %, 97.5 %) and percentiles.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Index ``k``.
+        """
+        import pandas as pd
+
+        rows = {}
+        for i, k in enumerate(self.ks):
+            nc, nr, na = self.null_share_centred[:, i], self.null_share_raw[:, i], self.null_min_angle[:, i]
+            rows[k] = {
+                "share_centred": self.share_centred[i],
+                "null_mean": nc.mean(),
+                "null_q025": np.quantile(nc, 0.025),
+                "null_q975": np.quantile(nc, 0.975),
+                "percentile_centred": percentile_of(self.share_centred[i], nc),
+                "share_raw": self.share_raw[i],
+                "percentile_raw": percentile_of(self.share_raw[i], nr),
+                "k_over_D": k / self.d_model,
+                "min_angle_centred": self.min_angle_centred[i],
+                "min_angle_raw": self.min_angle_raw[i],
+                "null_min_angle_q025": np.quantile(na, 0.025),
+                "null_min_angle_median": np.median(na),
+                "percentile_min_angle": percentile_of(self.min_angle_centred[i], na),
+            }
+        df = pd.DataFrame.from_dict(rows, orient="index")
+        df.index.name = "k"
+        return df
+
+
+def percentile_of(value: float, null: np.ndarray) -> float:
+    """Percentage of the null draws strictly below ``value`` plus half of the ties (0..100).
+
+    50 means "typical of the null"; near 0 or 100 means the observed value lies
+    in a tail.
+    """
+    null = np.asarray(null, dtype=np.float64).ravel()
+    if null.size == 0:
+        raise ValueError("the null distribution is empty; draw at least one sample.")
+    return float(100.0 * ((null < value).sum() + 0.5 * (null == value).sum()) / null.size)
+
+
+def random_orthonormal(D: int, k: int, rng: np.random.Generator) -> np.ndarray:
+    """A Haar-random ``(D, k)`` matrix with orthonormal columns (QR of a Gaussian, signs fixed).
+
+    Its first ``j`` columns span a Haar-random ``j``-dimensional subspace for every ``j <= k``.
+    """
+    G = rng.standard_normal((D, k))
+    Q, R = np.linalg.qr(G)
+    return Q * np.sign(np.diag(R))[None, :]
+
+
+def _mean_cos_stats(A: np.ndarray, B: np.ndarray, chunk: int = 4096) -> tuple[float, float]:
+    """Mean cosine and mean |cos| over all rows of A x rows of B (zero rows left out), streamed over A."""
+    an = np.linalg.norm(A, axis=1)
+    bn = np.linalg.norm(B, axis=1)
+    A = A[an > 0] / an[an > 0, None]
+    B = B[bn > 0] / bn[bn > 0, None]
+    s = s_abs = 0.0
+    for i in range(0, A.shape[0], chunk):
+        C = A[i : i + chunk] @ B.T  # (c, P)
+        s += float(C.sum(dtype=np.float64))
+        s_abs += float(np.abs(C).sum(dtype=np.float64))
+    n = A.shape[0] * B.shape[0]
+    return s / n, s_abs / n
+
+
+def _top_dirs(X: np.ndarray, k: int, *, centre: bool) -> np.ndarray:
+    """Top-k right singular vectors ``(D, k)`` of ``X`` (centred first when ``centre``)."""
+    X = np.asarray(X, dtype=np.float64)
+    if centre:
+        X = X - X.mean(0)
+    # eigenvectors of the (D, D) second-moment matrix: exact and cheap for V >> D
+    evals, evecs = np.linalg.eigh(X.T @ X)
+    return evecs[:, ::-1][:, :k]
+
+
+def _share_in(Q: np.ndarray, M: np.ndarray) -> np.ndarray:
+    """Cumulative share of ``tr(M)`` inside the first j columns of Q, for j = 1..k (M = X^T X, (D, D))."""
+    part = (Q * (M @ Q)).sum(0)  # (k,) q_j^T M q_j
+    return np.cumsum(part) / np.trace(M)
+
+
+def centred_overlap(
+    W: Any,
+    P: Any,
+    *,
+    ks: Any = (1, 2, 5, 10, 20, 50),
+    n_draws: int = 200,
+    n_rotations: int = 100,
+    n_sample: int = 1000,
+    seed: int = 0,
+    model: str = "",
+) -> Overlap:
+    """Centred cosines and subspace overlap of word vs. position embeddings, each against a random-subspace null.
+
+    The mean word vector and the mean position vector can point the same way;
+    then every raw cosine carries that shared offset. This function reports the
+    raw and the centred statistics side by side, and compares the centred ones
+    with what randomly oriented subspaces give.
+
+    Parameters
+    ----------
+    W : array-like or Encoder, shape (V, D)
+        Word embeddings, or an :class:`~mixlib.Encoder` (then ``P`` must be None
+        and both matrices are taken from it).
+    P : array-like or None, shape (P, D)
+        Position embeddings.
+    ks : sequence of int, default (1, 2, 5, 10, 20, 50)
+        Subspace dimensions (each in ``1..min(V, P, D)``; sorted, duplicates removed).
+    n_draws : int, default 200
+        Random subspaces drawn for the share and principal-angle nulls (>= 1).
+    n_rotations : int, default 100
+        Random rotations drawn for the mean ``|cos|`` null (>= 1; each costs
+        one ``(D, D)`` QR and one ``(n_sample, P)`` cosine matrix).
+    n_sample : int, default 1000
+        Words (a seeded sample) used for the mean ``|cos|`` null; the observed
+        value over the same sample is reported as ``sample_mean_abs_cos``.
+    seed : int, default 0
+    model : str
+        Name stored in the result (taken from the encoder when one is given).
+
+    Returns
+    -------
+    Overlap
+
+    Raises
+    ------
+    ValueError
+        On shape mismatch, non-finite values or out-of-range sizes.
+
+    Notes
+    -----
+    *Mean |cos| null*: the centred position vectors are multiplied by a
+    Haar-random orthogonal matrix (:func:`random_orthonormal`), which keeps
+    their norms and mutual angles but orients them at random relative to the
+    words. *Share null*: the share of the centred (or raw) position variance
+    inside a Haar-random k-dimensional subspace; its expectation is ``k / D``.
+    Principal angles use the same random subspaces. All in float64.
+
+    Examples
+    --------
+    >>> ov = centred_overlap(enc, None, ks=(1, 10))      # doctest: +SKIP
+    >>> ov.share_table()[["share_centred", "null_q975"]]  # doctest: +SKIP
+    """
+    if P is None and hasattr(W, "word_embeddings"):
+        enc = W
+        model = model or enc.name
+        W, P = enc.word_embeddings().numpy(), enc.position_embeddings().numpy()
+    if P is None:
+        raise ValueError("P is None; give the position embeddings (P, D), or pass an Encoder as W.")
+    W = np.asarray(W, dtype=np.float64)
+    P = np.asarray(P, dtype=np.float64)
+    if W.ndim != 2 or P.ndim != 2 or W.shape[1] != P.shape[1]:
+        raise ValueError(f"W and P must be (V, D) and (P, D) with the same D; got {W.shape} and {P.shape}.")
+    if not (np.isfinite(W).all() and np.isfinite(P).all()):
+        raise ValueError("W or P contains NaN or infinite values.")
+    V, D = W.shape
+    kmax_allowed = min(V, P.shape[0], D)
+    try:
+        ks_t = tuple(sorted({_int_arg("ks", k, 1, kmax_allowed) for k in ks}))
+    except TypeError:
+        raise ValueError(f"ks={ks!r}; expected a sequence of integers in 1..{kmax_allowed}.") from None
+    if not ks_t:
+        raise ValueError(f"ks is empty; give at least one subspace dimension in 1..{kmax_allowed}.")
+    n_draws = _int_arg("n_draws", n_draws, 1, 100_000)
+    n_rotations = _int_arg("n_rotations", n_rotations, 1, 100_000)
+    n_sample = _int_arg("n_sample", n_sample, 1, 10**9)
+    kmax = ks_t[-1]
+    rng = np.random.default_rng(seed)
+
+    mw, mp = W.mean(0), P.mean(0)  # (D,)
+    Wc, Pc = W - mw, P - mp  # centred
+    # cosines in float32 (sums in float64), as positional_orthogonality
+    mean_cos_raw, mean_abs_raw = _mean_cos_stats(W.astype(np.float32), P.astype(np.float32))
+    mean_cos_c, mean_abs_c = _mean_cos_stats(Wc.astype(np.float32), Pc.astype(np.float32))
+    nw, npn = np.linalg.norm(mw), np.linalg.norm(mp)
+    align = float(mw @ mp / (nw * npn)) if nw > 0 and npn > 0 else float("nan")
+    share_of_norm = (float(nw**2 / (W**2).sum(1).mean()), float(npn**2 / (P**2).sum(1).mean()))
+
+    # -- mean |cos| null: randomly rotated centred positions ------------------
+    sample = np.sort(rng.choice(V, size=min(n_sample, V), replace=False))
+    Ws = Wc[sample]
+    ws_n = np.linalg.norm(Ws, axis=1)
+    Ws = (Ws[ws_n > 0] / ws_n[ws_n > 0, None]).astype(np.float32)  # (S, D)
+    pn = np.linalg.norm(Pc, axis=1)
+    Pu = Pc[pn > 0] / pn[pn > 0, None]  # (P', D)
+    sample_abs = float(np.abs(Ws @ Pu.astype(np.float32).T).mean(dtype=np.float64))
+    null_abs = np.empty(n_rotations)
+    for i in range(n_rotations):
+        R = random_orthonormal(D, D, rng)  # (D, D) Haar-random rotation
+        null_abs[i] = np.abs(Ws @ (Pu @ R).astype(np.float32).T).mean(dtype=np.float64)
+
+    # -- shares of position variance inside the top-k word directions ---------
+    Mc, Mr = Pc.T @ Pc, P.T @ P  # (D, D)
+    Uc = _top_dirs(W, kmax, centre=True)  # (D, kmax)
+    Ur = _top_dirs(W, kmax, centre=False)
+    idx = np.array(ks_t) - 1
+    share_c = _share_in(Uc, Mc)[idx]
+    share_r = _share_in(Ur, Mr)[idx]
+    Pcd = _top_dirs(P, kmax, centre=True)
+    Prd = _top_dirs(P, kmax, centre=False)
+    min_c = np.array([principal_angles(Uc[:, :k], Pcd[:, :k])[0] for k in ks_t])
+    min_r = np.array([principal_angles(Ur[:, :k], Prd[:, :k])[0] for k in ks_t])
+    null_c = np.empty((n_draws, len(ks_t)))
+    null_r = np.empty((n_draws, len(ks_t)))
+    null_ang = np.empty((n_draws, len(ks_t)))
+    for i in range(n_draws):
+        Q = random_orthonormal(D, kmax, rng)  # (D, kmax)
+        null_c[i] = _share_in(Q, Mc)[idx]
+        null_r[i] = _share_in(Q, Mr)[idx]
+        G = Uc.T @ Q  # (kmax, kmax); the top-left k x k block pairs the first k columns of each
+        for j, k in enumerate(ks_t):
+            s = np.linalg.svd(G[:k, :k], compute_uv=False)
+            null_ang[i, j] = math.degrees(math.acos(min(1.0, float(s.max()))))
+
+    return Overlap(
+        model=model,
+        d_model=D,
+        ks=ks_t,
+        mean_cos_raw=mean_cos_raw,
+        mean_abs_cos_raw=mean_abs_raw,
+        mean_cos_centred=mean_cos_c,
+        mean_abs_cos_centred=mean_abs_c,
+        mean_alignment=align,
+        mean_share_of_norm=share_of_norm,
+        sample_ids=sample.astype(np.int64),
+        sample_mean_abs_cos=sample_abs,
+        null_mean_abs_cos=null_abs,
+        share_centred=share_c,
+        share_raw=share_r,
+        null_share_centred=null_c,
+        null_share_raw=null_r,
+        min_angle_centred=min_c,
+        min_angle_raw=min_r,
+        null_min_angle=null_ang,
+    )
+
+
+# ---------------------------------------------------------------------------
+# The real input LN(e + p + s) and position-only attention at its scale (issue 9, C2)
+# ---------------------------------------------------------------------------
+
+
+def _token_ids(enc: Any, ids: Any) -> torch.Tensor:
+    V = enc.vocab_size
+    t = torch.as_tensor(np.asarray(ids), dtype=torch.long).reshape(-1)
+    if t.numel() == 0:
+        raise ValueError("ids is empty; give at least one token id.")
+    if int(t.min()) < 0 or int(t.max()) >= V:
+        raise ValueError(f"ids must lie in 0..{V - 1} (the vocabulary of {enc.name}); got {int(t.min())}..{int(t.max())}.")
+    return t
+
+
+def _segment_vector(enc: Any, segment: int) -> torch.Tensor:
+    emb = enc.embedding_module("token_type_embeddings").weight.detach().float().cpu()  # (S, D)
+    segment = _int_arg("segment", segment, 0, emb.shape[0] - 1)
+    return emb[segment]
+
+
+def real_input(enc: Any, ids: Any, position: int, *, segment: int = 0) -> torch.Tensor:
+    """The vectors layer 0 receives for tokens ``ids`` at one position: ``LN(e_t + p_k + s_segment)``.
+
+    Parameters
+    ----------
+    enc : Encoder
+    ids : array-like of int, shape (N,)
+        Token ids.
+    position : int
+        0-based position ``k`` (RoBERTa's reserved rows are skipped, as in
+        :meth:`Encoder.position_embeddings`).
+    segment : int, default 0
+        Token type (0 = sentence A).
+
+    Returns
+    -------
+    torch.Tensor, float32, shape (N, D), on the CPU
+        The embedding LayerNorm applied (with its gain and bias), without dropout.
+    """
+    t = _token_ids(enc, ids)
+    position = _int_arg("position", position, 0, enc.max_positions - 1)
+    E = enc.word_embeddings()[t]  # (N, D)
+    p = enc.position_embeddings()[position]  # (D,)
+    s = _segment_vector(enc, segment)  # (D,)
+    ln = enc.embedding_module("embedding_norm")
+    with torch.inference_mode():
+        X = ln((E + p + s).to(enc.device))  # (N, D)
+    return X.float().cpu()
+
+
+def input_std(enc: Any, n: int, ids: Any, *, segment: int = 0) -> np.ndarray:
+    """The divisor LayerNorm uses on the real input, per position: mean over tokens of ``sqrt(var(e_t + p_k + s) + eps)``.
+
+    Parameters
+    ----------
+    enc : Encoder
+    n : int
+        Positions ``0..n-1``.
+    ids : array-like of int, shape (N,)
+        Token ids to average over (e.g. a random sample of the vocabulary).
+    segment : int, default 0
+
+    Returns
+    -------
+    numpy.ndarray, float32, shape (n,)
+        Pass it as ``input_std`` to :func:`position_attention`. Compare with
+        the spread of ``p_k`` alone (:func:`position_std`) to see how much more
+        ``LN(p)`` enlarges the position part than the real input does.
+    """
+    n = _int_arg("n", n, 1, enc.max_positions)
+    t = _token_ids(enc, ids)
+    eps = float(enc.embedding_module("embedding_norm").eps)
+    E = enc.word_embeddings()[t].double()  # (N, D)
+    Pm = enc.position_embeddings()[:n].double()  # (n, D)
+    s = _segment_vector(enc, segment).double()  # (D,)
+    out = np.empty(n, dtype=np.float32)
+    for k in range(n):
+        X = E + Pm[k] + s  # (N, D)
+        out[k] = float(torch.sqrt(X.var(dim=1, unbiased=False) + eps).mean())
+    return out
+
+
+def position_std(enc: Any, n: int) -> np.ndarray:
+    """The divisor ``LN(p_k)`` alone uses: ``sqrt(var(p_k) + eps)`` for positions ``0..n-1`` (float32, shape (n,))."""
+    n = _int_arg("n", n, 1, enc.max_positions)
+    eps = float(enc.embedding_module("embedding_norm").eps)
+    Pm = enc.position_embeddings()[:n].double()
+    return torch.sqrt(Pm.var(dim=1, unbiased=False) + eps).float().numpy()
+
+
+def token_attention(
+    enc: Any, layer: int = 0, n: int = 64, *, n_seqs: int = 32, seed: int = 0, segment: int = 0, batch: int = 16
+) -> np.ndarray:
+    """Mean attention weights of one layer in a real forward pass over sequences of random tokens.
+
+    Each sequence is ``n`` token ids drawn uniformly (seeded) from the
+    vocabulary without the special tokens, all of segment ``segment``, no
+    padding. Averaging over sequences leaves what the heads do by position;
+    the word-dependent part averages out.
+
+    Parameters
+    ----------
+    enc : Encoder
+    layer : int, default 0
+    n : int, default 64
+        Sequence length (positions ``0..n-1``).
+    n_seqs : int, default 32
+        Random sequences averaged.
+    seed : int, default 0
+    segment : int, default 0
+    batch : int, default 16
+        Sequences per forward pass.
+
+    Returns
+    -------
+    numpy.ndarray, float32, shape (H, n, n)
+        Rows = query position, columns = key position; each row sums to 1.
+    """
+    enc.check_layer(layer)
+    n = _int_arg("n", n, 1, enc.max_positions)
+    n_seqs = _int_arg("n_seqs", n_seqs, 1, 10**6)
+    batch = _int_arg("batch", batch, 1, 10**6)
+    n_types = enc.embedding_module("token_type_embeddings").weight.shape[0]
+    segment = _int_arg("segment", segment, 0, n_types - 1)
+    special = set(enc.tokenizer.all_special_ids)
+    pool = np.array([i for i in range(enc.vocab_size) if i not in special])
+    rng = np.random.default_rng(seed)
+    ids = torch.from_numpy(rng.choice(pool, size=(n_seqs, n)))  # (B, n)
+    acc = torch.zeros(enc.n_heads, n, n, dtype=torch.float64)
+    with torch.inference_mode():
+        for s in range(0, n_seqs, batch):
+            x = ids[s : s + batch].to(enc.device)
+            out = enc.model(
+                input_ids=x,
+                attention_mask=torch.ones_like(x),
+                token_type_ids=torch.full_like(x, segment),
+                output_attentions=True,
+            )
+            acc += out.attentions[layer].double().sum(0).cpu()  # (H, n, n)
+    return (acc / n_seqs).float().numpy()
+
+
+def _pearson_rows(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """Pearson correlation of each row of X with the matching row of Y (last axis)."""
+    Xc = X - X.mean(-1, keepdims=True)
+    Yc = Y - Y.mean(-1, keepdims=True)
+    den = np.sqrt((Xc**2).sum(-1) * (Yc**2).sum(-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (Xc * Yc).sum(-1) / den, np.nan)
+
+
+def map_correlation(A: Any, B: Any, *, n_perm: int = 200, seed: int = 0):
+    """Per head, how alike two attention maps are, against a position-permutation null.
+
+    Parameters
+    ----------
+    A, B : array-like, shape (H, n, n)
+        E.g. position-only attention (:func:`position_attention`) and the real
+        mean attention (:func:`token_attention`); rows = queries, columns = keys.
+    n_perm : int, default 200
+        Random permutations. Each draw reorders the rows of ``A`` by one random
+        permutation and its columns by another (the same pair for every head):
+        the null map keeps ``A``'s weights but loses every alignment with the
+        positions, the diagonal included (a joint permutation of rows and
+        columns would keep the diagonal in place and so "explain" any
+        attend-to-self head).
+    seed : int, default 0
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``head``; columns
+
+        ``r``
+            Pearson correlation of the ``n * n`` weights of the two maps.
+        ``null_mean``, ``null_q95``, ``null_max``
+            Of ``r`` over the permutations.
+        ``p_value``
+            ``(1 + #{r_null >= r}) / (1 + n_perm)``.
+        ``survives``
+            ``r > null_max`` (above every permutation).
+        ``best_match``
+            The head ``h'`` whose map in ``B`` correlates best with head ``h``
+            of ``A`` (equal to the head itself when the pattern is specific to it).
+        ``tv``
+            Mean over query rows of the total-variation distance
+            ``0.5 * sum_j |A_ij - B_ij|`` (0 = identical rows, 1 = disjoint). Unlike
+            ``r`` it sees the scale: a nearly uniform map with the right shape
+            has a high ``r`` but a large ``tv``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ or are not (H, n, n).
+    """
+    import pandas as pd
+
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    if A.ndim != 3 or A.shape != B.shape or A.shape[1] != A.shape[2]:
+        raise ValueError(f"A and B must both have shape (H, n, n); got {A.shape} and {B.shape}.")
+    n_perm = _int_arg("n_perm", n_perm, 1, 100_000)
+    H, n, _ = A.shape
+    rng = np.random.default_rng(seed)
+    Af, Bf = A.reshape(H, -1), B.reshape(H, -1)
+    r = _pearson_rows(Af, Bf)  # (H,)
+    cross = _pearson_rows(Af[:, None, :], Bf[None, :, :])  # (H, H): A head h vs B head h'
+    null = np.empty((n_perm, H))
+    for i in range(n_perm):
+        rows, cols = rng.permutation(n), rng.permutation(n)
+        null[i] = _pearson_rows(A[:, rows][:, :, cols].reshape(H, -1), Bf)
+    df = pd.DataFrame({
+        "r": r,
+        "null_mean": null.mean(0),
+        "null_q95": np.quantile(null, 0.95, axis=0),
+        "null_max": null.max(0),
+        "p_value": (1 + (null >= r[None, :]).sum(0)) / (1 + n_perm),
+    }, index=pd.RangeIndex(H, name="head"))
+    df["survives"] = df["r"] > df["null_max"]
+    df["best_match"] = np.nanargmax(np.where(np.isnan(cross), -np.inf, cross), axis=1)
+    df["tv"] = 0.5 * np.abs(A - B).sum(-1).mean(-1)
+    return df
+
+
+# ---------------------------------------------------------------------------
+# psi on word embeddings alone vs. on the real input (issue 9, C3)
+# ---------------------------------------------------------------------------
+
+
+def _rank_rows(X: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(X, axis=-1)  # average ranks for ties, as Spearman's rho uses
+
+
+def psi_rank_agreement(
+    enc: Any,
+    ids: Any,
+    positions: Any,
+    *,
+    layer: int = 0,
+    segment: int = 0,
+    which: str = "qkv",
+    n_boot: int = 200,
+    seed: int = 0,
+):
+    """Spearman correlation, per head, of psi on the word embeddings alone and psi on the real input.
+
+    For every position ``k`` in ``positions`` the real input is
+    ``LN(e_t + p_k + s_segment)`` (:func:`real_input`). psi comes from
+    :func:`mixlib.norm_stretch`. A rank correlation within one head does not
+    change when psi is divided by a per-head constant, so it is the same for
+    the raw and for a head-normalised psi.
+
+    Parameters
+    ----------
+    enc : Encoder
+    ids : array-like of int, shape (N,)
+        Tokens to compare (e.g. a random sample of the vocabulary).
+    positions : iterable of int
+    layer : int, default 0
+        Layer whose projections are used. Only layer 0 receives this input; for
+        other layers it is a probe of the weights.
+    segment : int, default 0
+    which : {"q", "k", "v", "qkv"}, default "qkv"
+    n_boot : int, default 200
+        Bootstrap resamples of the tokens for the 95 % interval (0 = none).
+    seed : int, default 0
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (position, head): ``position``, ``head``, ``rho``,
+        ``ci_lo``, ``ci_hi`` (2.5 % / 97.5 % bootstrap quantiles; NaN when
+        ``n_boot=0``).
+    """
+    import pandas as pd
+    from scipy.stats import spearmanr
+
+    from .stretch import norm_stretch
+
+    enc.check_layer(layer)
+    t = _token_ids(enc, ids)
+    positions = [_int_arg("position", k, 0, enc.max_positions - 1) for k in positions]
+    if not positions:
+        raise ValueError("positions is empty; give at least one position.")
+    n_boot = _int_arg("n_boot", n_boot, 0, 100_000)
+    N = t.numel()
+    if N < 3:
+        raise ValueError(f"give at least 3 token ids for a rank correlation; got {N}.")
+    rng = np.random.default_rng(seed)
+    boot = rng.integers(0, N, size=(n_boot, N)) if n_boot else None  # same resamples for every head and position
+    psi_w = norm_stretch(enc, X=enc.word_embeddings()[t], layers=layer).get(which)[0]  # (H, N)
+    rows = []
+    for k in positions:
+        psi_r = norm_stretch(enc, X=real_input(enc, t, k, segment=segment), layers=layer).get(which)[0]  # (H, N)
+        for h in range(enc.n_heads):
+            rho = float(spearmanr(psi_w[h], psi_r[h]).statistic)
+            lo = hi = float("nan")
+            if boot is not None:
+                rb = _pearson_rows(_rank_rows(psi_w[h][boot]), _rank_rows(psi_r[h][boot]))  # (n_boot,)
+                lo, hi = (float(x) for x in np.nanquantile(rb, [0.025, 0.975]))
+            rows.append({"position": k, "head": h, "rho": rho, "ci_lo": lo, "ci_hi": hi})
+    return pd.DataFrame(rows)

@@ -165,3 +165,258 @@ def test_position_attention_options_matter_and_bad_input(tiny_enc):
         mixlib.position_attention(tiny_enc, 0, n=tiny_enc.max_positions + 1)
     with pytest.raises(ValueError, match="out of range"):
         mixlib.position_attention(tiny_enc, 0, n=0)
+
+
+# -- centred overlap against random subspaces (issue 9, C1) ------------------------------------
+
+
+def _toy_sets(seed=0, V=400, P=60, D=24, offset=3.0):
+    """Words and positions that share a mean direction (offset) but otherwise live in different coordinates."""
+    rng = np.random.default_rng(seed)
+    m = rng.standard_normal(D)
+    m /= np.linalg.norm(m)
+    W = rng.standard_normal((V, D)) * np.r_[np.full(D // 2, 2.0), np.full(D - D // 2, 0.3)] + offset * m
+    Pm = rng.standard_normal((P, D)) * np.r_[np.full(D // 2, 0.3), np.full(D - D // 2, 1.5)] + offset * m
+    return W, Pm
+
+
+def _direct_cos(A, B):
+    An = A / np.linalg.norm(A, axis=1, keepdims=True)
+    Bn = B / np.linalg.norm(B, axis=1, keepdims=True)
+    return An @ Bn.T
+
+
+def test_centred_overlap_vs_direct_computation():
+    from mixlib.positional import centred_overlap
+
+    W, Pm = _toy_sets()
+    ov = centred_overlap(W, Pm, ks=(1, 3, 8), n_draws=50, n_rotations=20, n_sample=100, seed=3, model="toy")
+    C = _direct_cos(W, Pm)
+    Cc = _direct_cos(W - W.mean(0), Pm - Pm.mean(0))
+    assert ov.mean_cos_raw == pytest.approx(C.mean(), abs=1e-6)
+    assert ov.mean_abs_cos_raw == pytest.approx(np.abs(C).mean(), rel=1e-5)
+    assert ov.mean_cos_centred == pytest.approx(Cc.mean(), abs=1e-6)
+    assert ov.mean_abs_cos_centred == pytest.approx(np.abs(Cc).mean(), rel=1e-5)
+    # the shared offset inflates the raw cosines; centring removes it
+    assert ov.mean_abs_cos_raw > 2 * ov.mean_abs_cos_centred
+    mw, mp = W.mean(0), Pm.mean(0)
+    assert ov.mean_alignment == pytest.approx(mw @ mp / np.linalg.norm(mw) / np.linalg.norm(mp), abs=1e-12)
+    assert ov.mean_share_of_norm[1] == pytest.approx(mp @ mp / (Pm**2).sum(1).mean(), rel=1e-12)
+    # the sample statistic is the same |cos| over the sampled words
+    assert ov.sample_mean_abs_cos == pytest.approx(np.abs(Cc[ov.sample_ids]).mean(), rel=1e-5)
+    # shares: PCA of the centred words (sklearn), variance of the centred positions projected onto it
+    from sklearn.decomposition import PCA
+
+    Pc = Pm - mp
+    for i, k in enumerate(ov.ks):
+        U = PCA(n_components=k, svd_solver="full").fit(W).components_.T  # (D, k)
+        assert ov.share_centred[i] == pytest.approx(((Pc @ U) ** 2).sum() / (Pc**2).sum(), rel=1e-8)
+        _, _, Vt = np.linalg.svd(W, full_matrices=False)  # uncentred directions
+        assert ov.share_raw[i] == pytest.approx(((Pm @ Vt[:k].T) ** 2).sum() / (Pm**2).sum(), rel=1e-8)
+        Up = PCA(n_components=k, svd_solver="full").fit(Pm).components_.T
+        assert ov.min_angle_centred[i] == pytest.approx(principal_angles(U, Up)[0], abs=1e-6)
+    assert ov.null_share_centred.shape == (50, 3) and ov.null_mean_abs_cos.shape == (20,) and ov.n_draws == 50
+    # positions live in the coordinates the words use least: below every random subspace at k = 1
+    assert ov.share_centred[0] < ov.null_share_centred[:, 0].min()
+    # the raw top direction is the shared mean: far above random
+    assert ov.share_raw[0] > ov.null_share_raw[:, 0].max()
+    tab = ov.share_table()
+    assert list(tab.index) == [1, 3, 8] and tab.loc[1, "percentile_centred"] == 0.0
+    assert ov.cos_table()["percentile"] == pytest.approx(100 * np.mean(ov.null_mean_abs_cos < ov.sample_mean_abs_cos))
+
+
+def test_centred_overlap_null_expectations():
+    """Random-subspace share has mean k/D; rotation keeps the |cos| of isotropic data at its usual size."""
+    from mixlib.positional import centred_overlap
+
+    rng = np.random.default_rng(1)
+    W, Pm = rng.standard_normal((300, 16)), rng.standard_normal((80, 16))
+    ov = centred_overlap(W, Pm, ks=(2, 6), n_draws=2000, n_rotations=30, n_sample=300, seed=0)
+    np.testing.assert_allclose(ov.null_share_centred.mean(0), [2 / 16, 6 / 16], atol=0.01)
+    np.testing.assert_allclose(ov.null_share_raw.mean(0), [2 / 16, 6 / 16], atol=0.01)
+    # isotropic data: the observed |cos| is typical of its null
+    assert 1 < ov.cos_table()["percentile"] < 99
+    assert np.all((ov.null_min_angle >= 0) & (ov.null_min_angle <= 90))
+
+
+def test_centred_overlap_encoder_and_bad_input(small_enc):
+    from mixlib.positional import centred_overlap
+
+    W = small_enc.word_embeddings().numpy()
+    Pm = small_enc.position_embeddings().numpy()
+    a = centred_overlap(small_enc, None, ks=(2,), n_draws=5, n_rotations=3, n_sample=50, seed=4)
+    b = centred_overlap(W, Pm, ks=(2,), n_draws=5, n_rotations=3, n_sample=50, seed=4)
+    assert a.model == small_enc.name
+    np.testing.assert_allclose(a.null_share_centred, b.null_share_centred)
+    assert a.mean_abs_cos_centred == b.mean_abs_cos_centred
+    with pytest.raises(ValueError, match="same D"):
+        centred_overlap(W, Pm[:, :5])
+    with pytest.raises(ValueError, match="out of range"):
+        centred_overlap(W, Pm, ks=(0,))
+    with pytest.raises(ValueError, match="out of range"):
+        centred_overlap(W, Pm, ks=(W.shape[1] + 1,))
+    with pytest.raises(ValueError, match="NaN"):
+        centred_overlap(np.full_like(W, np.nan), Pm)
+    with pytest.raises(ValueError, match="position embeddings"):
+        centred_overlap(W, None)
+    with pytest.raises(ValueError, match="out of range"):
+        centred_overlap(W, Pm, n_draws=0)
+
+
+def test_random_orthonormal_and_percentile():
+    from mixlib.positional import percentile_of, random_orthonormal
+
+    rng = np.random.default_rng(0)
+    Q = random_orthonormal(12, 5, rng)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(5), atol=1e-12)
+    # Haar: each coordinate of a random unit column has mean square 1/D
+    sq = np.mean([random_orthonormal(12, 1, rng)[:, 0] ** 2 for _ in range(3000)], axis=0)
+    np.testing.assert_allclose(sq, 1 / 12, atol=0.01)
+    assert percentile_of(5.0, np.arange(10)) == pytest.approx(55.0)  # 5 below, 1 tie
+    assert percentile_of(-1.0, np.arange(10)) == 0.0 and percentile_of(99, np.arange(10)) == 100.0
+    with pytest.raises(ValueError, match="empty"):
+        percentile_of(1.0, [])
+
+
+# -- real input and position-only attention at its scale (issue 9, C2) ---------------------------
+
+
+def test_real_input_vs_model_embeddings(tiny_enc):
+    from mixlib.positional import real_input
+
+    ids = np.array([2000, 3000, 1037, 7592])
+    for k, seg in ((0, 0), (5, 1)):
+        got = real_input(tiny_enc, ids, k, segment=seg)
+        x = torch.full((len(ids), k + 1), 1996, dtype=torch.long)
+        x[:, k] = torch.from_numpy(ids)
+        with torch.no_grad():  # the model's own embedding layer (eval mode: no dropout)
+            ref = tiny_enc.model.embeddings(input_ids=x, token_type_ids=torch.full_like(x, seg))[:, k]
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), atol=1e-5)
+    with pytest.raises(ValueError, match="out of range"):
+        real_input(tiny_enc, ids, tiny_enc.max_positions)
+    with pytest.raises(ValueError, match="out of range"):
+        real_input(tiny_enc, ids, 0, segment=2)
+    with pytest.raises(ValueError, match="ids must lie"):
+        real_input(tiny_enc, [tiny_enc.vocab_size], 0)
+
+
+def test_input_std_and_position_std_vs_numpy(tiny_enc):
+    from mixlib.positional import input_std, position_std
+
+    ids = np.arange(1000, 1300)
+    E = tiny_enc.word_embeddings().numpy().astype(np.float64)[ids]
+    Pm = tiny_enc.position_embeddings().numpy().astype(np.float64)
+    s = tiny_enc.embedding_module("token_type_embeddings").weight.detach().numpy().astype(np.float64)[1]
+    eps = tiny_enc.embedding_module("embedding_norm").eps
+    ref = [np.sqrt((E + Pm[k] + s).var(axis=1) + eps).mean() for k in range(7)]
+    np.testing.assert_allclose(input_std(tiny_enc, 7, ids, segment=1), ref, rtol=1e-6)
+    np.testing.assert_allclose(position_std(tiny_enc, 7), np.sqrt(Pm[:7].var(axis=1) + eps), rtol=1e-6)
+
+
+def test_position_attention_input_std(tiny_enc):
+    from mixlib.positional import position_std
+
+    n = 12
+    # the position's own std reproduces LN(p) exactly
+    a = mixlib.position_attention(tiny_enc, 0, n, layernorm=True, input_std=position_std(tiny_enc, n))
+    np.testing.assert_allclose(a, mixlib.position_attention(tiny_enc, 0, n, layernorm=True), atol=2e-6)
+    # any other divisor: centre, divide, gain and bias, then the usual softmax (float64 by hand)
+    std = np.linspace(0.5, 2.0, n)
+    got = mixlib.position_attention(tiny_enc, 0, n, layernorm=True, input_std=std, bias=True)
+    X = tiny_enc.position_embeddings().double()[:n]
+    ln = tiny_enc.embedding_module("embedding_norm")
+    X = (X - X.mean(1, keepdim=True)) / torch.from_numpy(std)[:, None] * ln.weight.double() + ln.bias.double()
+    q, k = tiny_enc.module(0, "query"), tiny_enc.module(0, "key")
+    dh = tiny_enc.d_head
+    for h in range(tiny_enc.n_heads):
+        sl = slice(h * dh, (h + 1) * dh)
+        S = ((X @ q.weight.double()[sl].T + q.bias.double()[sl]) @ (X @ k.weight.double()[sl].T + k.bias.double()[sl]).T
+             / math.sqrt(dh)).detach()
+        np.testing.assert_allclose(got[h], torch.softmax(S, -1).numpy(), atol=2e-6)
+    with pytest.raises(ValueError, match="layernorm=True"):
+        mixlib.position_attention(tiny_enc, 0, n, input_std=std)
+    with pytest.raises(ValueError, match="positive finite"):
+        mixlib.position_attention(tiny_enc, 0, n, layernorm=True, input_std=-std)
+    with pytest.raises(ValueError, match="shape"):
+        mixlib.position_attention(tiny_enc, 0, n, layernorm=True, input_std=std[:3])
+
+
+def test_token_attention_vs_hand_forward(tiny_enc):
+    from mixlib.positional import token_attention
+
+    n, B = 9, 5
+    got = token_attention(tiny_enc, layer=0, n=n, n_seqs=B, seed=7, batch=2)
+    assert got.shape == (tiny_enc.n_heads, n, n)
+    np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-5)
+    special = set(tiny_enc.tokenizer.all_special_ids)
+    pool = np.array([i for i in range(tiny_enc.vocab_size) if i not in special])
+    ids = torch.from_numpy(np.random.default_rng(7).choice(pool, size=(B, n)))
+    with torch.no_grad():  # layer 0's attention by hand from the embedding output (no output_attentions)
+        X = tiny_enc.model.embeddings(input_ids=ids, token_type_ids=torch.zeros_like(ids)).double()  # (B, n, D)
+        q, k = tiny_enc.module(0, "query"), tiny_enc.module(0, "key")
+        dh, H = tiny_enc.d_head, tiny_enc.n_heads
+        Q = (X @ q.weight.double().T + q.bias.double()).view(B, n, H, dh).transpose(1, 2)
+        K = (X @ k.weight.double().T + k.bias.double()).view(B, n, H, dh).transpose(1, 2)
+        ref = torch.softmax(Q @ K.transpose(-1, -2) / math.sqrt(dh), -1).mean(0).numpy()
+    np.testing.assert_allclose(got, ref, atol=1e-5)
+    with pytest.raises(ValueError, match="out of range"):
+        token_attention(tiny_enc, n=0)
+
+
+def test_map_correlation_vs_corrcoef():
+    from mixlib.positional import map_correlation
+
+    rng = np.random.default_rng(0)
+    H, n = 3, 10
+    B = rng.random((H, n, n))
+    B /= B.sum(-1, keepdims=True)
+    eye = np.tile(np.eye(n, k=-1) + 1e-3, (H, 1, 1))
+    A = np.stack([B[1], eye[0] / eye[0].sum(-1, keepdims=True), B[2] + 0.01 * rng.random((n, n))])
+    df = map_correlation(A, B, n_perm=300, seed=1)
+    for h in range(H):
+        assert df.loc[h, "r"] == pytest.approx(np.corrcoef(A[h].ravel(), B[h].ravel())[0, 1], abs=1e-12)
+        assert df.loc[h, "tv"] == pytest.approx(0.5 * np.abs(A[h] - B[h]).sum(1).mean(), abs=1e-12)
+    assert df.loc[0, "best_match"] == 1  # head 0 of A is head 1 of B
+    assert df.loc[2, "best_match"] == 2 and bool(df.loc[2, "survives"]) and df.loc[2, "p_value"] == pytest.approx(1 / 301)
+    assert abs(df.loc[1, "null_mean"]) < 0.1  # random rows/columns: no alignment on average
+    assert np.all((df["p_value"] > 0) & (df["p_value"] <= 1))
+    with pytest.raises(ValueError, match="shape"):
+        map_correlation(A, B[:, :5, :5])
+
+
+# -- psi on words alone vs. on the real input (issue 9, C3) ----------------------------------------
+
+
+def test_psi_rank_agreement_vs_naive(tiny_enc):
+    from scipy.stats import spearmanr
+
+    from mixlib.positional import psi_rank_agreement, real_input
+
+    ids = np.arange(2000, 2150)
+    df = psi_rank_agreement(tiny_enc, ids, [0, 3], layer=1, n_boot=100, seed=0)
+    assert list(df.columns) == ["position", "head", "rho", "ci_lo", "ci_hi"] and len(df) == 2 * tiny_enc.n_heads
+    D, dh = tiny_enc.d_model, tiny_enc.d_head
+
+    def psi_naive(X):  # psi_q * psi_k * psi_v by the paper's formula, one head at a time
+        X = torch.as_tensor(X).double()
+        out = np.ones((tiny_enc.n_heads, X.shape[0]))
+        for role in ("query", "key", "value"):
+            Wr = tiny_enc.module(1, role).weight.double()
+            for h in range(tiny_enc.n_heads):
+                Y = X @ Wr[h * dh : (h + 1) * dh].T
+                out[h] *= ((Y.norm(dim=1) / math.sqrt(dh)) / (X.norm(dim=1) / math.sqrt(D))).detach().numpy()
+        return out
+
+    pw = psi_naive(tiny_enc.word_embeddings()[ids])
+    for k in (0, 3):
+        pr = psi_naive(real_input(tiny_enc, ids, k))
+        for h in range(tiny_enc.n_heads):
+            row = df[(df.position == k) & (df["head"] == h)].iloc[0]
+            assert row.rho == pytest.approx(spearmanr(pw[h], pr[h]).statistic, abs=1e-4)
+            assert row.ci_lo <= row.rho + 0.02 and row.rho - 0.02 <= row.ci_hi and row.ci_lo < row.ci_hi
+    none = psi_rank_agreement(tiny_enc, ids, [0], n_boot=0)
+    assert none["ci_lo"].isna().all()
+    with pytest.raises(ValueError, match="positions is empty"):
+        psi_rank_agreement(tiny_enc, ids, [])
+    with pytest.raises(ValueError, match="at least 3"):
+        psi_rank_agreement(tiny_enc, ids[:2], [0])
