@@ -7,22 +7,38 @@
     python -m mixlib clusters   --model NAME --out DIR [--k 1000]
     python -m mixlib positional --model NAME --out DIR
 
-Each command writes CSV tables (UTF-8, one header row) and PNG figures with
-Japanese labels into ``--out``, prints what it wrote, and exits 0; bad input
-exits 2 with a one-line message that says what was wrong.
+Each command writes CSV tables (UTF-8, one header row), PNG figures with
+Japanese labels and ``run.json`` (the model and the options) into ``--out``,
+prints what it wrote, and exits 0.
+
+A careful tool:
+
+* every option is checked before a model is loaded or anything is computed;
+  bad input exits 2 with one line that says what was wrong (never a
+  traceback); Ctrl-C exits 130; any other exception is a bug and shows its
+  traceback;
+* outputs appear whole or not at all: a run writes into a hidden temporary
+  folder next to ``--out`` and moves it into place at the end; a failure or
+  an interruption leaves nothing behind. ``--out`` must be a new or empty
+  folder, or the output of an earlier run (which is then replaced as a whole).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import signal
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-__all__ = ["main", "build_parser", "read_texts"]
+__all__ = ["main", "build_parser", "read_texts", "paper_comparison", "special_tokens_as_text", "UsageError"]
 
 EPILOG = """\
 examples:
@@ -35,7 +51,33 @@ examples:
 Default: $MIXLIB_MODEL, else bert-base-uncased; offline, the packaged model is used
 instead (one line says so) unless --no-fallback is given.
 Supported families: post-LayerNorm BERT-family encoders (bert, roberta, electra).
+
+--out: a new or empty folder, or the folder of an earlier run (replaced as a whole).
+Files appear only when the command succeeds; nothing is left behind otherwise.
+Exit status: 0 done, 2 bad input (one line on stderr), 130 interrupted.
 """
+
+TEXTS_HELP = """\
+--texts: a UTF-8 file (a byte-order mark is ignored). Blank lines and lines
+starting with '#' are skipped. Without a header, each line is one text or
+'A<TAB>B' (a sentence pair). With a header (--header; the default for *.tsv
+files, --no-header turns it off), the first line names TAB-separated columns
+and the texts are read from the 'sentence_a' and 'sentence_b' columns (pairs)
+or from the 'text' column; other columns are ignored. Literal special tokens
+such as [MASK], [SEP], [CLS] in the text are read as ordinary text unless
+--keep-special-tokens is given.
+"""
+
+PAPER_MODEL = "bert-base-uncased"
+_TMP_TAG = ".mixlib-tmp-"  # hidden folders next to --out: .<name>.mixlib-tmp-<pid>-<random>
+
+
+class UsageError(ValueError):
+    """Bad input to the command line (exit status 2, one line on stderr)."""
+
+
+def _bad(message: str) -> NoReturn:
+    raise UsageError(message)
 
 
 # ---------------------------------------------------------------------------
@@ -43,42 +85,56 @@ Supported families: post-LayerNorm BERT-family encoders (bert, roberta, electra)
 # ---------------------------------------------------------------------------
 
 
-def read_texts(path: str | Path) -> list[str | tuple[str, str]]:
+def read_texts(path: str | Path, *, header: bool | None = None) -> list[str | tuple[str, str]]:
     """Read the texts of ``--texts``.
 
-    Two layouts are accepted:
+    Parameters
+    ----------
+    path : str or Path
+        A UTF-8 text file; a byte-order mark at its start is ignored.
+    header : bool, optional
+        Whether the first (non-blank, non-comment) line is a header. Default:
+        True for files whose name ends in ``.tsv``, False otherwise. The rule
+        is never guessed from the line's content, so a plain text file whose
+        first line happens to be ``Text`` keeps it.
 
-    * a TSV table whose header row names ``sentence_a`` and ``sentence_b``
-      columns (sentence pairs, e.g. ``data/sentence_pairs.tsv``) or a ``text``
-      column (single texts); other columns are ignored;
-    * plain lines: one text per line, or ``A<TAB>B`` for a sentence pair.
-
-    Blank lines and lines starting with ``#`` are skipped. A malformed line is
-    an error that names the line and says what is allowed.
+    With a header, the line names TAB-separated columns; the texts come from
+    the ``sentence_a`` and ``sentence_b`` columns (sentence pairs, e.g.
+    ``data/sentence_pairs.tsv``) or from a ``text`` column; other columns are
+    ignored. Without a header, each line is one text, or ``A<TAB>B`` for a
+    sentence pair. Blank lines and lines starting with ``#`` are skipped. A
+    malformed line is an error that names the line and says what is allowed.
     """
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"--texts {p}: no such file (give a UTF-8 text file, one text or 'A<TAB>B' pair per line).")
+    if header is None:
+        header = p.suffix.lower() == ".tsv"
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        lines = p.read_text(encoding="utf-8-sig").splitlines()
     except UnicodeDecodeError as err:
         raise ValueError(f"--texts {p} is not UTF-8 text ({err.reason} at byte {err.start}).") from None
     rows = [(i, line) for i, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")]
     if not rows:
         raise ValueError(f"--texts {p} holds no texts (blank lines and '#' comments are skipped).")
-    header = [h.strip().lower() for h in rows[0][1].split("\t")]
     columns: list[int] | None = None
-    if "sentence_a" in header and "sentence_b" in header:
-        columns = [header.index("sentence_a"), header.index("sentence_b")]
-    elif "text" in header:
-        columns = [header.index("text")]
+    names: list[str] = []
+    if header:
+        names = [h.strip().lower() for h in rows[0][1].split("\t")]
+        if "sentence_a" in names and "sentence_b" in names:
+            columns = [names.index("sentence_a"), names.index("sentence_b")]
+        elif "text" in names:
+            columns = [names.index("text")]
+        else:
+            raise ValueError(f"--texts {p}, line {rows[0][0]}: the header names no 'sentence_a'/'sentence_b' or 'text' column "
+                             f"(found: {', '.join(names)}); fix the header, or pass --no-header if the file has none.")
     items: list[str | tuple[str, str]] = []
     for lineno, line in rows[1:] if columns else rows:
         parts = [s.strip() for s in line.split("\t")]
         if columns:
-            if len(parts) != len(header) or not all(parts[c] for c in columns):
-                raise ValueError(f"--texts {p}, line {lineno}: expected {len(header)} TAB-separated fields "
-                                 f"({', '.join(header)}) with non-empty text.")
+            if len(parts) != len(names) or not all(parts[c] for c in columns):
+                raise ValueError(f"--texts {p}, line {lineno}: expected {len(names)} TAB-separated fields "
+                                 f"({', '.join(names)}) with non-empty text.")
             picked = [parts[c] for c in columns]
             items.append(picked[0] if len(picked) == 1 else (picked[0], picked[1]))
         elif len(parts) == 1:
@@ -86,46 +142,232 @@ def read_texts(path: str | Path) -> list[str | tuple[str, str]]:
         elif len(parts) == 2 and all(parts):
             items.append((parts[0], parts[1]))
         else:
-            raise ValueError(f"--texts {p}, line {lineno}: expected one text, or two non-empty texts separated by one TAB "
-                             "(or a TSV file with a header naming sentence_a/sentence_b or text columns).")
+            hint = " (if it is a header, pass --header)" if lineno == rows[0][0] else ""
+            raise ValueError(f"--texts {p}, line {lineno}: expected one text, or two non-empty texts separated by one TAB{hint}.")
     if not items:
         raise ValueError(f"--texts {p} has a header but no rows.")
     return items
 
 
+@contextmanager
+def special_tokens_as_text(tokenizer: Any, enabled: bool = True) -> Iterator[None]:
+    """While active, the tokenizer reads ``[MASK]``, ``[SEP]``, ``[CLS]`` ... in the input as plain text.
+
+    Hugging Face tokenizers turn the literal string ``[MASK]`` in a text into
+    the mask token; a corpus that mentions ``[MASK]`` would then be analysed
+    with masks nobody chose. This sets the tokenizer's ``split_special_tokens``
+    (``[MASK]`` becomes ``[``, ``mask``, ``]`` for BERT) and restores it on
+    exit; the ``[CLS]``/``[SEP]`` that the tokenizer adds itself stay special.
+    It checks that the setting takes effect and raises ``ValueError`` if this
+    tokenizer ignores it.
+    """
+    if not enabled:
+        yield
+        return
+    old = getattr(tokenizer, "split_special_tokens", None)
+    if old is None:
+        raise ValueError(f"the tokenizer {type(tokenizer).__name__} cannot read special tokens as text "
+                         "(no split_special_tokens); upgrade transformers or pass --keep-special-tokens.")
+    tokenizer.split_special_tokens = True
+    try:
+        literal = " ".join(t for t in (tokenizer.mask_token, tokenizer.sep_token, tokenizer.cls_token) if t)
+        ids = tokenizer(literal, add_special_tokens=False)["input_ids"]
+        specials = set(tokenizer.all_special_ids)
+        if any(i in specials for i in ids):
+            raise ValueError(f"the tokenizer {type(tokenizer).__name__} still reads {literal!r} as special tokens; "
+                             "upgrade transformers or pass --keep-special-tokens.")
+        yield
+    finally:
+        tokenizer.split_special_tokens = old
+
+
 # ---------------------------------------------------------------------------
-# output helpers
+# output: a staging folder moved into place at the end
 # ---------------------------------------------------------------------------
+
+
+def _is_mixlib_output(folder: Path) -> bool:
+    """True when ``folder`` was written by an earlier run (its run.json names a command)."""
+    try:
+        run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(run, dict) and run.get("command") in COMMANDS
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_staging(out: Path) -> None:
+    """Remove staging folders of ``--out`` left by runs that were killed (their process is gone)."""
+    parent = out.parent
+    if not parent.is_dir():
+        return
+    for p in parent.glob(f".{out.name}{_TMP_TAG}*"):
+        pid = p.name[len(f".{out.name}{_TMP_TAG}"):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def check_out(value: str) -> Path:
+    """Validate ``--out``: a new or empty folder, or an earlier run's output; raises :class:`UsageError`."""
+    if not value or not value.strip():
+        _bad("--out is empty; give the folder to write into, e.g. --out results/mixing.")
+    out = Path(value).expanduser()
+    if out.exists() and not out.is_dir():
+        _bad(f"--out {out} is a file, not a folder; give a new or empty folder.")
+    if out.is_dir() and any(out.iterdir()) and not _is_mixlib_output(out):
+        _bad(f"--out {out} already holds files that python -m mixlib did not write; give a new or empty folder "
+             "(an earlier run's output folder is replaced as a whole).")
+    if out.resolve() == Path.cwd().resolve() or out.resolve() in Path.cwd().resolve().parents:
+        _bad(f"--out {out} is the working folder or one of its parents; give a folder of its own, e.g. --out results/mixing.")
+    return out
 
 
 class _Out:
-    def __init__(self, folder: str | Path) -> None:
-        self.dir = Path(folder)
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.written: list[Path] = []
+    """Files of one run: written into a staging folder, moved to ``--out`` by :meth:`commit`."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        _remove_stale_staging(out)
+        anchor = out.parent
+        while not anchor.is_dir():  # stage in the nearest existing folder; create --out's parents only on success
+            anchor = anchor.parent
+        self.dir = Path(tempfile.mkdtemp(prefix=f".{out.name}{_TMP_TAG}{os.getpid()}-", dir=anchor))
+        self.names: list[str] = []
+
+    def path(self, name: str) -> Path:
+        self.names.append(name)
+        return self.dir / name
 
     def csv(self, name: str, df: Any, **kw: Any) -> None:
-        path = self.dir / name
-        df.to_csv(path, encoding="utf-8", **kw)
-        self.written.append(path)
+        df.to_csv(self.path(name), encoding="utf-8", **kw)
 
     def json(self, name: str, obj: Any) -> None:
-        path = self.dir / name
-        path.write_text(json.dumps(obj, ensure_ascii=False, indent=2), encoding="utf-8")
-        self.written.append(path)
+        self.path(name).write_text(json.dumps(obj, ensure_ascii=False, indent=2), encoding="utf-8")
 
     def fig(self, name: str, fig: Any) -> None:
         import matplotlib.pyplot as plt
 
-        path = self.dir / name
-        fig.savefig(path, bbox_inches="tight")
-        plt.close(fig)
-        self.written.append(path)
+        try:
+            fig.savefig(self.path(name), bbox_inches="tight")
+        finally:
+            plt.close(fig)
+
+    def commit(self) -> None:
+        """Move the staging folder into place (replacing an earlier run's output folder as a whole)."""
+        out = self.out
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.is_dir() and any(out.iterdir()):
+            if not _is_mixlib_output(out):  # something appeared there while we computed
+                _bad(f"--out {out} now holds files that python -m mixlib did not write; nothing was written.")
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}{_TMP_TAG}{os.getpid()}-old-", dir=out.parent))
+            os.replace(out, old / "previous")
+            try:
+                os.replace(self.dir, out)
+            except OSError:
+                os.replace(old / "previous", out)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(self.dir, out)  # onto a missing or empty folder: one rename
+        self.dir = out
+
+    def discard(self) -> None:
+        if self.dir != self.out:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def report(self, t0: float) -> None:
-        print(f"wrote {len(self.written)} files to {self.dir} in {time.perf_counter() - t0:.1f}s:")
-        for p in self.written:
-            print(f"  {p}")
+        print(f"wrote {len(self.names)} files to {self.out} in {time.perf_counter() - t0:.1f}s:")
+        for name in self.names:
+            print(f"  {self.out / name}")
+
+
+# ---------------------------------------------------------------------------
+# options
+# ---------------------------------------------------------------------------
+
+
+def _int(lo: int, what: str = "") -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number{what}, got {text!r}") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {lo}{what}, got {value}")
+        return value
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number strictly between 0 and 1 (e.g. 0.12), got {text}")
+    return value
+
+
+def _check_device(value: str) -> None:
+    import torch
+
+    from .models import resolve_device
+
+    try:
+        resolve_device(value)
+    except RuntimeError:
+        _bad(f"--device {value!r} is not a device; use auto, cpu, cuda or cuda:N.")
+    except ValueError as err:
+        _bad(f"--device {value!r}: {err}")
+    if value.startswith("cuda:") and torch.cuda.is_available():
+        index = torch.device(value).index or 0
+        if index >= torch.cuda.device_count():
+            _bad(f"--device {value!r}: there are {torch.cuda.device_count()} CUDA devices (cuda:0..cuda:{torch.cuda.device_count() - 1}).")
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Every check that needs no model; raises :class:`UsageError`. Runs before anything is loaded."""
+    if args.model is not None and not args.model.strip():
+        _bad("--model is empty; give a hub id such as bert-base-uncased, a local folder, or all-MiniLM-L6-v2.")
+    args.out = check_out(args.out)
+    if args.command == "mixing":
+        texts = Path(args.texts).expanduser()
+        if texts.resolve().is_relative_to(args.out.resolve()):
+            _bad(f"--texts {texts} lies inside --out {args.out}, which this run replaces; move it elsewhere.")
+        args.texts_list = read_texts(texts, header=args.header)
+        if args.limit is not None:
+            args.texts_list = args.texts_list[: args.limit]
+    if args.command == "clusters":
+        if args.upper_k > args.k:
+            _bad(f"--upper-k {args.upper_k} is larger than --k {args.k}: the {args.k} centroids cannot form more "
+                 f"than {args.k} upper clusters; choose --upper-k <= --k.")
+        if args.top > args.k:
+            _bad(f"--top {args.top} is larger than --k {args.k}: there are only {args.k} clusters to list; choose --top <= --k.")
+    _check_device(args.device)
+
+
+def check_args_for_model(args: argparse.Namespace, enc: Any) -> None:
+    """The checks that need the model (its size); before anything is computed."""
+    if args.command == "mixing" and args.max_length > enc.max_positions:
+        _bad(f"--max-length {args.max_length} is larger than {enc.name} accepts ({enc.max_positions} tokens); "
+             f"choose 4..{enc.max_positions}.")
+    if args.command == "clusters" and args.k > enc.vocab_size:
+        _bad(f"--k {args.k} is larger than the vocabulary of {enc.name} ({enc.vocab_size} tokens); choose k <= {enc.vocab_size}.")
+    if args.command == "positional":
+        if args.layer >= enc.n_layers:
+            _bad(f"--layer {args.layer} is out of range: {enc.name} has layers 0..{enc.n_layers - 1} (0-based).")
+        if args.n > enc.max_positions:
+            _bad(f"--n {args.n} is larger than the {enc.max_positions} positions of {enc.name}; choose 1..{enc.max_positions}.")
 
 
 def _encoder(args: argparse.Namespace) -> Any:
@@ -136,8 +378,12 @@ def _encoder(args: argparse.Namespace) -> Any:
     return enc
 
 
-def _card(enc: Any) -> dict[str, Any]:
+def _card(enc: Any, args: argparse.Namespace) -> dict[str, Any]:
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+               if k not in ("func", "command", "texts_list")}
     return {
+        "command": args.command,
+        "options": options,
         "model": enc.name,
         "requested": enc.requested,
         "source": enc.source,
@@ -153,9 +399,6 @@ def _card(enc: Any) -> dict[str, Any]:
 # ---------------------------------------------------------------------------
 # commands
 # ---------------------------------------------------------------------------
-
-
-PAPER_MODEL = "bert-base-uncased"
 
 
 def paper_comparison(ratio: Any, summary: Any, model: str) -> tuple[Any, Any]:
@@ -179,20 +422,16 @@ def paper_comparison(ratio: Any, summary: Any, model: str) -> tuple[Any, Any]:
             pd.concat(dict(zip(keys, (summary, paper_pooled))), axis=1))
 
 
-def cmd_mixing(args: argparse.Namespace) -> None:
+def cmd_mixing(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     import pandas as pd
 
     from . import plots
     from .data import mask_tokens
     from .mixing import NORM_METRICS, decompose, mixing_summary, mixing_table
 
-    texts = read_texts(args.texts)
-    if args.limit:
-        texts = texts[: args.limit]
-    enc = _encoder(args)
-    out = _Out(args.out)
-    t0 = time.perf_counter()
-    batch = mask_tokens(enc, texts, rate=args.rate, seed=args.seed, max_length=args.max_length)
+    texts = args.texts_list
+    with special_tokens_as_text(enc.tokenizer, not args.keep_special_tokens):
+        batch = mask_tokens(enc, texts, rate=args.rate, seed=args.seed, max_length=args.max_length)
     m = decompose(enc, batch, batch_size=args.batch_size, vectors=False, progress=True)
 
     ratio = mixing_table(m, metric="ratio")
@@ -205,7 +444,7 @@ def cmd_mixing(args: argparse.Namespace) -> None:
     by_layer, pooled = paper_comparison(ratio, summary, enc.name)
     out.csv("paper_vs_ours_by_layer.csv", by_layer, index_label="layer")
     out.csv("paper_vs_ours_summary.csv", pooled, index_label="variant")
-    out.json("run.json", {**_card(enc), "texts": len(texts), "mask_rate": args.rate, "seed": args.seed,
+    out.json("run.json", {**_card(enc, args), "texts": len(texts), "mask_rate": args.rate, "seed": args.seed,
                           "paper_model": PAPER_MODEL, "paper_diff": enc.name == PAPER_MODEL,
                           "max_reconstruction_error": [float(e) for e in m.max_error]})
 
@@ -213,19 +452,15 @@ def cmd_mixing(args: argparse.Namespace) -> None:
     out.fig("mixing_ratio_by_layer.png", plots.plot_mixing_by_layer(ratio, enc))
     panels = {"注意機構が混ぜる": "norm_mix", "注意機構が残す": "norm_keep_attn", "残差結合が残す": "norm_res"}
     out.fig("norms_by_layer.png", plots.plot_norm_heatmaps({t: mixing_table(m, metric=k) for t, k in panels.items()}, enc))
-    out.report(t0)
 
 
-def cmd_stretch(args: argparse.Namespace) -> None:
+def cmd_stretch(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     import numpy as np
     import pandas as pd
 
     from . import plots
     from .stretch import norm_stretch, stretch_bounds
 
-    enc = _encoder(args)
-    out = _Out(args.out)
-    t0 = time.perf_counter()
     st = norm_stretch(enc)
     bounds = stretch_bounds(enc)
     rows = []
@@ -241,26 +476,20 @@ def cmd_stretch(args: argparse.Namespace) -> None:
                 row[f"bound_{name}_max"] = float(bounds.psi_max[pi, li, h])
             rows.append(row)
     out.csv("psi_by_head.csv", pd.DataFrame(rows), index=False)
-    out.json("run.json", _card(enc))
+    out.json("run.json", _card(enc, args))
     plots.setup()
     mean = pd.DataFrame(np.nanmean(st.psi_qkv, axis=2), index=pd.Index(st.layers, name="層"),
                         columns=[f"H{h}" for h in range(enc.n_heads)])
     out.fig("psi_qkv_mean_by_head.png", plots.plot_norm_heatmaps({"ψ_qkv の全トークン平均（層 × ヘッド）": mean}, enc, annot=False))
-    out.report(t0)
 
 
-def cmd_clusters(args: argparse.Namespace) -> None:
+def cmd_clusters(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     import pandas as pd
 
     from . import plots
     from .clusters import cluster_stretch, cluster_summary, cluster_vocab, recluster_centroids, top_clusters, type_map
     from .stretch import norm_stretch
 
-    enc = _encoder(args)
-    if args.k > enc.vocab_size:
-        raise ValueError(f"--k {args.k} is larger than the vocabulary ({enc.vocab_size} tokens); choose k <= {enc.vocab_size}.")
-    out = _Out(args.out)
-    t0 = time.perf_counter()
     vc = cluster_vocab(enc, k=args.k, seed=args.seed)
     out.csv("tokens.csv", pd.DataFrame({"token": vc.tokens, "cluster": vc.labels, "type": vc.token_types}), index_label="token_id")
     out.csv("cluster_summary.csv", cluster_summary(vc), index=False)
@@ -272,28 +501,25 @@ def cmd_clusters(args: argparse.Namespace) -> None:
     out.csv("top_clusters_by_head.csv", pd.concat(tops, ignore_index=True), index=False)
     tm = type_map(cs, vc, top=3)
     out.csv("type_map.csv", pd.DataFrame(tm) if not isinstance(tm, pd.DataFrame) else tm, index_label="layer")
-    out.json("run.json", {**_card(enc), "k": vc.k, "seed": vc.seed, "from_cache": bool(vc.from_cache)})
+    out.json("run.json", {**_card(enc, args), "k": vc.k, "seed": vc.seed, "from_cache": bool(vc.from_cache)})
     plots.setup()
     out.fig("type_map.png", plots.plot_type_map(tm, enc))
     out.fig("psi_by_cluster.png", plots.plot_psi_curves(cs, enc))
-    out.report(t0)
 
 
-def cmd_positional(args: argparse.Namespace) -> None:
+def cmd_positional(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     import pandas as pd
 
     from . import plots
     from .positional import position_attention, positional_orthogonality
 
-    enc = _encoder(args)
-    enc.check_layer(args.layer)
-    out = _Out(args.out)
-    t0 = time.perf_counter()
     po = positional_orthogonality(enc)
-    out.json("summary.json", {**_card(enc), "pairs": po.n_pairs, "mean_cos": po.mean_cos, "mean_abs_cos": po.mean_abs_cos,
-                              "random_mean_abs_cos": po.random_mean_abs_cos, "cls_pos0_cos": po.cls_pos0_cos,
-                              "principal_angles_deg": [float(a) for a in po.angles_deg],
-                              "random_principal_angles_deg": [float(a) for a in po.random_angles_deg]})
+    summary = {"pairs": po.n_pairs, "mean_cos": po.mean_cos, "mean_abs_cos": po.mean_abs_cos,
+               "random_mean_abs_cos": po.random_mean_abs_cos, "cls_pos0_cos": po.cls_pos0_cos,
+               "principal_angles_deg": [float(a) for a in po.angles_deg],
+               "random_principal_angles_deg": [float(a) for a in po.random_angles_deg]}
+    out.json("summary.json", {**_card(enc, args), **summary})
+    out.json("run.json", _card(enc, args))
     out.csv("cos_histogram.csv", pd.DataFrame({"lo": po.bin_edges[:-1], "hi": po.bin_edges[1:], "count": po.hist}), index=False)
     out.csv("top_pairs.csv", po.top_pairs, index=False)
     att = position_attention(enc, layer=args.layer, n=args.n)
@@ -301,7 +527,6 @@ def cmd_positional(args: argparse.Namespace) -> None:
     out.fig("pca.png", plots.plot_positional_pca(po, enc))
     out.fig("cos_histogram.png", plots.plot_cos_hist(po, enc))
     out.fig(f"position_attention_layer{args.layer}.png", plots.plot_position_attention(att, enc, layer=args.layer))
-    out.report(t0)
 
 
 COMMANDS = {
@@ -312,8 +537,15 @@ COMMANDS = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (``prog: error: ...``), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m mixlib",
         description="Analyses of BERT's inside: writes CSV tables and PNG figures (Japanese labels) to --out.",
         epilog=EPILOG,
@@ -321,37 +553,82 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for name, (func, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text, epilog=EPILOG,
+        p = sub.add_parser(name, help=help_text, description=help_text,
+                           epilog=(TEXTS_HELP + "\n" if name == "mixing" else "") + EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(func=func)
         p.add_argument("--model", default=None, help="hub id, local directory, or all-MiniLM-L6-v2 (default: $MIXLIB_MODEL, else bert-base-uncased)")
-        p.add_argument("--out", required=True, help="output directory (created if missing)")
+        p.add_argument("--out", required=True,
+                       help="output folder: new, empty, or an earlier run's output (replaced as a whole); files appear only on success")
         p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1 ... (default: auto)")
         p.add_argument("--no-fallback", action="store_true", help="fail instead of using the packaged model when --model cannot be loaded")
         if name == "mixing":
-            p.add_argument("--texts", required=True, help="UTF-8 file: one text per line, or 'A<TAB>B' for a sentence pair; '#' lines skipped")
-            p.add_argument("--rate", type=float, default=0.12, help="fraction of non-special tokens replaced by [MASK] (default: 0.12, as the paper)")
-            p.add_argument("--seed", type=int, default=0, help="masking seed (default: 0)")
-            p.add_argument("--max-length", type=int, default=128, help="tokens per sequence; longer ones are truncated with a warning (default: 128)")
-            p.add_argument("--batch-size", type=int, default=32, help="sequences per forward pass (default: 32)")
-            p.add_argument("--limit", type=int, default=0, help="use only the first N texts (default: all)")
+            p.add_argument("--texts", required=True, help="UTF-8 file: one text per line, or 'A<TAB>B' for a sentence pair; '#' lines skipped (see below)")
+            p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                           help="the first line of --texts names its columns (sentence_a/sentence_b or text) "
+                                "(default: yes for *.tsv files, no otherwise)")
+            p.add_argument("--keep-special-tokens", action="store_true",
+                           help="read [MASK], [SEP], [CLS] ... written in the texts as special tokens (default: as plain text)")
+            p.add_argument("--rate", type=_fraction, default=0.12, help="fraction of non-special tokens replaced by [MASK] (default: 0.12, as the paper)")
+            p.add_argument("--seed", type=_int(0), default=0, help="masking seed (default: 0)")
+            p.add_argument("--max-length", type=_int(4), default=128, help="tokens per sequence; longer ones are truncated with a warning (default: 128)")
+            p.add_argument("--batch-size", type=_int(1), default=32, help="sequences per forward pass (default: 32)")
+            p.add_argument("--limit", type=_int(1), default=None, help="use only the first N texts (default: all)")
         if name == "clusters":
-            p.add_argument("--k", type=int, default=1000, help="number of k-means clusters (default: 1000, as the paper)")
-            p.add_argument("--upper-k", type=int, default=7, help="clusters of the centroids (default: 7)")
-            p.add_argument("--seed", type=int, default=0, help="k-means random_state (default: 0)")
-            p.add_argument("--top", type=int, default=5, help="top clusters listed per head (default: 5)")
+            p.add_argument("--k", type=_int(1), default=1000, help="number of k-means clusters (default: 1000, as the paper)")
+            p.add_argument("--upper-k", type=_int(1), default=7, help="clusters of the centroids, at most --k (default: 7)")
+            p.add_argument("--seed", type=_int(0), default=0, help="k-means random_state (default: 0)")
+            p.add_argument("--top", type=_int(1), default=5, help="top clusters listed per head, at most --k (default: 5)")
         if name == "positional":
-            p.add_argument("--layer", type=int, default=0, help="layer of the position-only attention figure, 0-based (default: 0)")
-            p.add_argument("--n", type=int, default=64, help="positions in that figure (default: 64)")
+            p.add_argument("--layer", type=_int(0), default=0, help="layer of the position-only attention figure, 0-based (default: 0)")
+            p.add_argument("--n", type=_int(1), default=64, help="positions in that figure (default: 64)")
     return parser
 
 
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the exit status (0 done, 2 bad input, 130 interrupted).
+
+    Exceptions other than bad input (``ValueError``, ``OSError``) propagate:
+    they are bugs and show their traceback.
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        args.func(args)
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help (0) or an option argparse rejects (2, one line already printed)
+        return exit_.code if isinstance(exit_.code, int) else 2
+    prog = f"python -m mixlib {args.command}"
+    out: _Out | None = None
+    previous = None
+    try:
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a terminated run cleans up like Ctrl-C
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        check_args(args)
+        out = _Out(args.out)
+        enc = _encoder(args)
+        check_args_for_model(args, enc)
+        t0 = time.perf_counter()
+        args.func(args, enc, out)
+        out.commit()
+        out.report(t0)
+        return 0
+    except KeyboardInterrupt:
+        print(f"\n{prog}: interrupted; nothing was written to {args.out}.", file=sys.stderr)
+        return 130
     except (ValueError, OSError) as err:
-        print(f"python -m mixlib {args.command}: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
         return 2
-    return 0
+    finally:
+        if out is not None:
+            out.discard()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -52,7 +52,7 @@ def test_read_texts_layouts(tmp_path):
     ],
 )
 def test_read_texts_bad_files(tmp_path, content, message):
-    f = tmp_path / "t.txt"
+    f = tmp_path / ("t.tsv" if content.startswith("topic") else "t.txt")
     f.write_text(content, encoding="utf-8")
     with pytest.raises(ValueError, match=message):
         cli.read_texts(f)
@@ -65,8 +65,9 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
     assert "larger than the vocabulary" in capsys.readouterr().err
     assert cli.main(["positional", *MODEL, "--layer", "9", "--out", str(tmp_path / "o")]) == 2
     assert "out of range" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
-        cli.main(["mixing", *MODEL])  # --texts and --out are required
+    assert cli.main(["mixing", *MODEL]) == 2  # --texts and --out are required
+    assert "required" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists() and list(tmp_path.iterdir()) == []  # nothing written, no staging folder left
 
 
 def test_mixing_command_writes_tables_that_match_the_library(tmp_path, packaged_enc):
@@ -156,12 +157,230 @@ def test_paper_comparison_for_the_paper_model_takes_the_difference():
     assert other_layers.shape[0] == 12 and other_layers["ours (some-model)"].iloc[6:].isna().all().all()
 
 
-def test_an_unexpected_exception_is_a_bug_not_bad_input(tmp_path, monkeypatch):
-    """A TypeError inside a command shows its traceback; it is not reported as bad input (exit 2)."""
+# -- validation before anything is loaded -------------------------------------------------
 
-    def broken(args):
+
+@pytest.fixture
+def no_model(monkeypatch):
+    """Fail the test if a command gets as far as loading a model."""
+
+    def refuse(*a, **k):
+        raise AssertionError("a model was loaded although an option was bad")
+
+    monkeypatch.setattr("mixlib.models.load_encoder", refuse)
+
+
+def _texts(tmp_path, content="One text.\tAnother one.\n", name="t.txt"):
+    f = tmp_path / name
+    f.write_text(content, encoding="utf-8")
+    return str(f)
+
+
+BAD_OPTIONS = [
+    (["clusters", "--k", "5", "--upper-k", "7"], "--upper-k 7 is larger than --k 5"),
+    (["clusters", "--k", "8", "--top", "9"], "--top 9 is larger than --k 8"),
+    (["clusters", "--k", "0"], "argument --k: expected a whole number >= 1, got 0"),
+    (["clusters", "--seed", "-1"], "argument --seed: expected a whole number >= 0"),
+    (["positional", "--n", "0"], "argument --n: expected a whole number >= 1, got 0"),
+    (["positional", "--layer", "-1"], "argument --layer"),
+    (["positional", "--n", "twelve"], "expected a whole number, got 'twelve'"),
+    (["mixing", "--texts", "TEXTS", "--limit", "0"], "argument --limit: expected a whole number >= 1, got 0"),
+    (["mixing", "--texts", "TEXTS", "--limit", "-3"], "argument --limit"),
+    (["mixing", "--texts", "TEXTS", "--rate", "1.5"], "strictly between 0 and 1"),
+    (["mixing", "--texts", "TEXTS", "--max-length", "2"], "argument --max-length"),
+    (["mixing", "--texts", "TEXTS", "--batch-size", "0"], "argument --batch-size"),
+    (["stretch", "--device", "gpu"], "--device 'gpu' is not a device"),
+    (["stretch", "--model", " "], "--model is empty"),
+    (["stretch", "--out", ""], "--out is empty"),
+    (["stretch", "--out", "FILE"], "is a file, not a folder"),
+    (["stretch", "--out", "FOREIGN"], "already holds files that python -m mixlib did not write"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_OPTIONS, ids=[" ".join(a) for a, _ in BAD_OPTIONS])
+def test_every_option_is_checked_before_a_model_is_loaded(argv, message, tmp_path, capsys, no_model):
+    (tmp_path / "FILE").write_text("x")
+    (tmp_path / "FOREIGN").mkdir()
+    (tmp_path / "FOREIGN" / "notes.txt").write_text("mine")
+    subs = {"TEXTS": _texts(tmp_path), "FILE": str(tmp_path / "FILE"), "FOREIGN": str(tmp_path / "FOREIGN")}
+    argv = [subs.get(a, a) for a in argv]
+    if "--out" not in argv:
+        argv += ["--out", str(tmp_path / "o")]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert cli.main([*argv, "--device", "cpu"] if "--device" not in argv else argv) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1 and "Traceback" not in err, err  # one line
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written
+    assert (tmp_path / "FOREIGN" / "notes.txt").read_text() == "mine"
+
+
+def test_cuda_device_without_cuda_is_bad_input(tmp_path, capsys, no_model):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    assert cli.main(["stretch", "--device", "cuda", "--out", str(tmp_path / "o")]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
+def test_texts_inside_out_is_refused(tmp_path, capsys, no_model):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"command": "mixing"}))
+    texts = _texts(out)
+    assert cli.main(["mixing", "--texts", texts, "--out", str(out), "--device", "cpu"]) == 2
+    assert "lies inside --out" in capsys.readouterr().err
+
+
+# -- whole outputs or none ----------------------------------------------------------------
+
+
+def _fake_command(monkeypatch, packaged_enc, body):
+    monkeypatch.setattr(cli, "_encoder", lambda args: packaged_enc)
+    monkeypatch.setitem(cli.COMMANDS, "stretch", (body, "fake"))
+
+
+def test_a_failure_leaves_nothing_behind(tmp_path, monkeypatch, capsys, packaged_enc):
+    def half_then_fail(args, enc, out):
+        out.json("run.json", {"command": "stretch"})
+        out.json("part.json", {"x": 1})
+        raise ValueError("the second table could not be computed")
+
+    _fake_command(monkeypatch, packaged_enc, half_then_fail)
+    out = tmp_path / "deep" / "er" / "o"
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(out)]) == 2
+    assert "the second table could not be computed" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # not even --out's parents
+
+
+def test_a_bug_shows_its_traceback_and_leaves_nothing_behind(tmp_path, monkeypatch, packaged_enc):
+    def buggy(args, enc, out):
+        out.json("run.json", {"command": "stretch"})
         raise TypeError("compare() missing 1 required positional argument: 'paper'")
 
-    monkeypatch.setitem(cli.COMMANDS, "stretch", (broken, "broken"))
+    _fake_command(monkeypatch, packaged_enc, buggy)
     with pytest.raises(TypeError, match="missing 1 required"):
-        cli.main(["stretch", *MODEL, "--out", str(tmp_path / "o")])
+        cli.main(["stretch", "--device", "cpu", "--out", str(tmp_path / "o")])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ctrl_c_exits_130_and_leaves_nothing_behind(tmp_path, monkeypatch, capsys, packaged_enc):
+    def interrupted(args, enc, out):
+        out.json("run.json", {"command": "stretch"})
+        raise KeyboardInterrupt
+
+    _fake_command(monkeypatch, packaged_enc, interrupted)
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(tmp_path / "o")]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_earlier_output_is_replaced_as_a_whole(tmp_path, monkeypatch, packaged_enc):
+    def writer(files):
+        def run(args, enc, out):
+            out.json("run.json", {"command": "stretch"})
+            for f in files:
+                out.json(f, {"f": f})
+        return run
+
+    out = tmp_path / "o"
+    _fake_command(monkeypatch, packaged_enc, writer(["a.json", "b.json"]))
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["a.json", "b.json", "run.json"]
+    _fake_command(monkeypatch, packaged_enc, writer(["c.json"]))
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["c.json", "run.json"]  # no stale a/b from the first run
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]  # no staging or old folders
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(empty)]) == 0
+    assert (empty / "c.json").is_file()
+
+
+def test_a_killed_runs_staging_folder_is_removed(tmp_path, monkeypatch, packaged_enc):
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(proc.stdout)  # a process id that has exited
+    stale = tmp_path / f".o.mixlib-tmp-{dead}-abc123"
+    stale.mkdir()
+    (stale / "run.json").write_text("{}")
+    _fake_command(monkeypatch, packaged_enc, lambda args, enc, out: out.json("run.json", {"command": "stretch"}))
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(tmp_path / "o")]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
+
+
+def test_sigint_of_a_real_run_exits_130_quietly(tmp_path):
+    """Ctrl-C during a real command (after the model is loaded): exit 130, no traceback, nothing written."""
+    import signal
+    import time
+
+    out = tmp_path / "st"
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "mixlib", "stretch", *MODEL, "--out", str(out)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()  # "model: ..." once the encoder is loaded
+    assert line.startswith("model:"), line + proc.stderr.read()
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- texts ------------------------------------------------------------------------------------
+
+
+def test_read_texts_bom_and_the_header_rule(tmp_path):
+    plain = tmp_path / "plain.txt"
+    plain.write_text("\ufeffText\nSecond line.\n", encoding="utf-8")
+    assert cli.read_texts(plain) == ["Text", "Second line."]  # no header unless asked: 'Text' is a text
+    assert cli.read_texts(plain, header=True) == ["Second line."]
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_bytes("\ufefftopic\tsentence_a\tsentence_b\nx\tA.\tB.\n".encode("utf-8"))
+    assert cli.read_texts(tsv) == [("A.", "B.")]  # *.tsv: header by default; the BOM does not hide 'topic'
+    with pytest.raises(ValueError, match="line 1: expected one text.*pass --header"):
+        cli.read_texts(tsv, header=False)
+    headless = tmp_path / "headless.tsv"
+    headless.write_text("A one.\tB one.\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="names no 'sentence_a'.*--no-header"):
+        cli.read_texts(headless)
+    assert cli.read_texts(headless, header=False) == [("A one.", "B one.")]
+
+
+def test_literal_special_tokens_are_text_unless_kept(packaged_enc):
+    import mixlib
+
+    tok = packaged_enc.tokenizer
+    text = ["The [MASK] sat [SEP] on [CLS] mat."]
+    special = set(tok.all_special_ids)
+    with cli.special_tokens_as_text(tok):
+        ids = mixlib.tokenize(packaged_enc, text)["input_ids"][0].tolist()
+    assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id  # the tokenizer's own stay special
+    assert not special & set(ids[1:-1])
+    assert tok.convert_ids_to_tokens(ids[1:6]) == ["the", "[", "mask", "]", "sat"]
+    assert tok.split_special_tokens is False  # restored
+    with cli.special_tokens_as_text(tok, enabled=False):
+        kept = mixlib.tokenize(packaged_enc, text)["input_ids"][0].tolist()
+    assert kept.count(tok.mask_token_id) == 1 and kept.count(tok.sep_token_id) == 2
+
+
+def test_mixing_reads_literal_masks_as_text(tmp_path, packaged_enc):
+    texts = tmp_path / "t.txt"
+    texts.write_text("\ufeffA [MASK] is not a mask here.\n", encoding="utf-8")
+    for flag, extra in (([], 0), (["--keep-special-tokens"], 1)):
+        out = tmp_path / f"o{extra}"
+        assert cli.main(["mixing", *MODEL, "--texts", str(texts), "--out", str(out), *flag]) == 0
+        run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+        assert run["options"]["keep_special_tokens"] is bool(extra)
+        table = pd.read_csv(out / "mixing_ratio_by_layer.csv", index_col="layer")
+        assert table.shape[0] == 6
+    # the library agrees with the run that read [MASK] as text
+    import mixlib
+
+    with cli.special_tokens_as_text(packaged_enc.tokenizer):
+        batch = mixlib.mask_tokens(packaged_enc, ["A [MASK] is not a mask here."], rate=0.12, seed=0)
+    assert int((batch["input_ids"] == packaged_enc.tokenizer.mask_token_id).sum()) == int(batch["masked"].sum())
+    expected = mixlib.mixing_table(mixlib.decompose(packaged_enc, batch, vectors=False))
+    got = pd.read_csv(tmp_path / "o0" / "mixing_ratio_by_layer.csv", index_col="layer")
+    pd.testing.assert_frame_equal(got, expected, check_names=False, atol=1e-6, check_dtype=False)
