@@ -442,7 +442,8 @@ def draw_subspace_projection(vectors: Any, P: Any, *, ax: Any = None) -> plt.Fig
     return fig
 
 
-def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None = None, note: str = "") -> plt.Figure:
+def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None = None, note: str = "",
+                    normalized: bool = False, null: Any = None) -> plt.Figure:
     """Mean psi_qkv per cluster sorted in descending order: one panel per layer, one curve per head (Maeda Fig. 2).
 
     Parameters
@@ -454,6 +455,16 @@ def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None 
         Labels of the first axis (default ``0..L-1``).
     ncols : int, optional
         Panels per row (default 3 for up to 6 layers, else 4).
+    normalized : bool, default False
+        ``cs`` holds normalised psi (:func:`mixlib.normalize_stretch`): a
+        reference line is drawn at 1, the value of a random direction. Raw psi
+        has no common reference (a random direction gets ``||P_h||_F /
+        sqrt(d')``, different in every head), so no line is drawn for it.
+    null : ClusterNull or (low, high), optional
+        :func:`mixlib.cluster_permutation_null` (or two ``(L, H, K)`` arrays):
+        the band from the lowest 2.5 % to the highest 97.5 % quantile over the
+        heads of each layer is shaded (clusters of the same sizes, members
+        shuffled).
 
     Returns
     -------
@@ -467,6 +478,13 @@ def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None 
     L, H, K = cs.shape
     layers = list(range(L)) if layers is None else list(layers)
     ncols = ncols or (3 if L <= 6 else 4)
+    band = None
+    if null is not None:
+        low, high = (null.null_low, null.null_high) if hasattr(null, "null_low") else null
+        low, high = _np.asarray(low, dtype=float), _np.asarray(high, dtype=float)
+        if low.shape != cs.shape or high.shape != cs.shape:
+            raise ValueError(f"null must match cs in shape {cs.shape}; got {low.shape} and {high.shape}.")
+        band = (low.min(axis=1), high.max(axis=1))  # (L, K) each
     nrows = -(-L // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), sharex=True, sharey=True, squeeze=False)
     colors = sns.color_palette("husl", H)
@@ -480,15 +498,18 @@ def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None 
             v = cs[li, h]
             v = _np.sort(v[_np.isfinite(v)])[::-1]
             ax.plot(rank[: v.size], v, color=colors[h], lw=1.0, label=f"H{h}")
+        if band is not None:
+            ax.fill_between(rank, band[0][li], band[1][li], color="#888888", alpha=0.3, lw=0, label="シャッフル 95%")
         ax.set_title(f"層 {layers[li]}", fontsize=10)
-        ax.axhline(1.0, color="#999999", lw=0.6, ls=":")
+        if normalized:
+            ax.axhline(1.0, color="#555555", lw=0.8, ls=":", label="ランダムな方向 (1)")
     for ax in axes[-1]:
         ax.set_xlabel("クラスタの順位（大きい順）")
     for row in axes:
-        row[0].set_ylabel(r"クラスタ平均 $\psi_{qkv}$")
+        row[0].set_ylabel(r"正規化したクラスタ平均 $\psi_{qkv}$" if normalized else r"クラスタ平均 $\psi_{qkv}$")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.tight_layout()
-    fig.legend(handles, labels, title="ヘッド", fontsize=7.5, title_fontsize=8, loc="center left",
+    fig.legend(handles, labels, title="ヘッド" if band is None and not normalized else None, fontsize=7.5, title_fontsize=8, loc="center left",
                bbox_to_anchor=(1.0, 0.5), frameon=False)
     return caption(fig, enc, note)
 

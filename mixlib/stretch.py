@@ -27,7 +27,16 @@ from typing import Any, Iterable
 import numpy as np
 import torch
 
-__all__ = ["Stretch", "StretchBounds", "norm_stretch", "stretch_bounds", "PROJECTIONS"]
+__all__ = [
+    "Stretch",
+    "StretchBounds",
+    "norm_stretch",
+    "stretch_bounds",
+    "random_psi_rms",
+    "normalize_stretch",
+    "bias_rank_correlation",
+    "PROJECTIONS",
+]
 
 #: The three projections of a head, in the order used by every array with a projection axis.
 PROJECTIONS: tuple[str, ...] = ("query", "key", "value")
@@ -79,6 +88,11 @@ class Stretch:
         matrix (the default), else None.
     n_zero : int
         How many vectors had norm 0 (their psi is NaN, see :func:`norm_stretch`).
+    bias : bool
+        True when the projection biases were added (``norm_stretch(bias=True)``).
+    normalized : bool
+        True for the output of :func:`normalize_stretch` (psi divided by the
+        head's random-direction RMS value).
     """
 
     psi_q: np.ndarray = field(repr=False)
@@ -91,6 +105,8 @@ class Stretch:
     d_head: int
     tokens: tuple[str, ...] | None = field(default=None, repr=False)
     n_zero: int = 0
+    bias: bool = False
+    normalized: bool = False
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -143,6 +159,7 @@ def norm_stretch(
     *,
     layers: int | Iterable[int] | None = None,
     chunk: int | None = None,
+    bias: bool = False,
 ) -> Stretch:
     """psi_q, psi_k, psi_v (and their product) of every row of ``X`` in every head.
 
@@ -161,6 +178,12 @@ def norm_stretch(
         which is fastest on a CPU (a few large products beat many small ones).
         Give e.g. 8192 to lower the peak memory (on a small GPU); the result
         does not change.
+    bias : bool, default False
+        Add the projection's bias before taking the norm, ``||P x + b_h||``.
+        The paper leaves the biases out (the default); ``True`` measures how
+        much that choice matters (see :func:`bias_rank_correlation`). With a
+        bias, psi is no longer a function of the direction of ``x`` alone and
+        the eigenvalue bounds of :func:`stretch_bounds` do not apply.
 
     Returns
     -------
@@ -198,6 +221,8 @@ def norm_stretch(
     H, dh = enc.n_heads, enc.d_head
     dev = enc.device
     step = V if chunk is None else int(chunk)
+    if not isinstance(bias, bool):
+        raise TypeError(f"bias must be True or False, got {bias!r}.")
 
     Xd = Xc.to(dev)
     xnorm = torch.linalg.vector_norm(Xd, dim=1)  # (V,)
@@ -209,11 +234,14 @@ def norm_stretch(
     with torch.inference_mode():
         for li, layer in enumerate(Lsel):
             for p in PROJECTIONS:
-                W, _ = enc.projection(layer, p)  # (D, D): rows = output features, head h = rows h*dh:(h+1)*dh
+                W, b = enc.projection(layer, p)  # (D, D): rows = output features, head h = rows h*dh:(h+1)*dh
                 Wt = W.to(dev, torch.float32).t()  # (D, D) view
+                bv = b.to(dev, torch.float32) if (bias and b is not None) else None  # (D,)
                 dst = out[p][li]  # (H, V)
                 for s in range(0, V, step):
                     Y = Xd[s : s + step] @ Wt  # (n, D): one product for all heads
+                    if bv is not None:
+                        Y += bv
                     nrm = torch.linalg.vector_norm(Y.view(-1, H, dh), dim=2)  # (n, H)
                     del Y
                     nrm.mul_(scale[s : s + step, None])
@@ -231,6 +259,7 @@ def norm_stretch(
         d_head=dh,
         tokens=tokens,
         n_zero=n_zero,
+        bias=bias,
     )
 
 
@@ -339,3 +368,125 @@ def stretch_bounds(enc: Any, *, layers: int | Iterable[int] | None = None) -> St
     return StretchBounds(
         psi_min=psi_min, psi_max=psi_max, eigenvalues=lam, top_vectors=top, layers=Lsel, model=enc.name, d_model=D, d_head=dh
     )
+
+
+def random_psi_rms(enc: Any, *, layers: int | Iterable[int] | None = None) -> np.ndarray:
+    r"""Root-mean-square psi of a random direction, for every projection, layer and head.
+
+    For ``x`` drawn uniformly from the unit sphere of ``R^d`` (or from any
+    isotropic distribution), ``E ||P x||^2 / ||x||^2 = tr(P^T P) / d``, so
+
+    .. math::
+
+        \sqrt{E\,\psi^2} = \sqrt{\tfrac{d}{d'} \cdot \tfrac{\lVert P\rVert_F^2}{d}} = \lVert P\rVert_F / \sqrt{d'} .
+
+    This is the value psi takes "by chance" in a head; it is 1 only when the
+    head's rows have mean squared norm 1, and for trained weights it differs
+    widely between heads and between query, key and value. Divide by it
+    (:func:`normalize_stretch`) before comparing heads.
+
+    Parameters
+    ----------
+    enc : Encoder
+    layers : int or iterable of int, optional
+        0-based layers (default: all).
+
+    Returns
+    -------
+    numpy.ndarray, float64, shape (3, L, H)
+        Axis 0 follows :data:`PROJECTIONS` (query, key, value).
+    """
+    Lsel = enc.check_layers(layers)
+    H, dh, D = enc.n_heads, enc.d_head, enc.d_model
+    out = np.empty((3, len(Lsel), H))
+    for li, layer in enumerate(Lsel):
+        for pi, p in enumerate(PROJECTIONS):
+            W, _ = enc.projection(layer, p)
+            P = W.detach().to("cpu", torch.float64).reshape(H, dh, D)  # (H, d', D)
+            out[pi, li] = (torch.sqrt((P * P).sum(dim=(1, 2))) / math.sqrt(dh)).numpy()
+    return out
+
+
+def normalize_stretch(stretch: Stretch, rms: Any) -> Stretch:
+    """psi divided by the head's random-direction value: 1 = "as much as a random direction".
+
+    Parameters
+    ----------
+    stretch : Stretch
+        From :func:`norm_stretch` (without ``bias``: with biases psi is not a
+        function of the direction and the random-direction value does not
+        apply).
+    rms : numpy.ndarray, shape (3, L, H), or Encoder
+        :func:`random_psi_rms` for the same layers as ``stretch``; an encoder
+        is accepted and the values are computed for ``stretch.layers``.
+
+    Returns
+    -------
+    Stretch
+        ``psi_q / rms[0]``, ``psi_k / rms[1]``, ``psi_v / rms[2]`` (per layer
+        and head) and their product as ``psi_qkv`` (= psi_qkv divided by the
+        product of the three values); ``normalized=True``. float32.
+
+    Raises
+    ------
+    ValueError
+        ``stretch`` is already normalised or was computed with biases, or
+        ``rms`` has the wrong shape or a non-positive value.
+    """
+    if not isinstance(stretch, Stretch):
+        raise TypeError(f"stretch must be a Stretch from norm_stretch(), got {type(stretch).__name__}.")
+    if stretch.normalized:
+        raise ValueError("this Stretch is already normalised; normalise the output of norm_stretch() once.")
+    if stretch.bias:
+        raise ValueError("psi with biases (norm_stretch(bias=True)) has no random-direction reference; use bias=False.")
+    if hasattr(rms, "projection"):
+        rms = random_psi_rms(rms, layers=stretch.layers)
+    r = np.asarray(rms, dtype=np.float64)
+    L, H, _ = stretch.shape
+    if r.shape != (3, L, H):
+        raise ValueError(f"rms must have shape (3, {L}, {H}) (projection, layer, head) from random_psi_rms(enc, layers=stretch.layers), got {r.shape}.")
+    if not np.all(np.isfinite(r)) or np.any(r <= 0):
+        raise ValueError("rms must be positive and finite (a head whose projection is all zeros has no random-direction value).")
+    q = (stretch.psi_q / r[0][..., None]).astype(np.float32)
+    k = (stretch.psi_k / r[1][..., None]).astype(np.float32)
+    v = (stretch.psi_v / r[2][..., None]).astype(np.float32)
+    return Stretch(
+        psi_q=q, psi_k=k, psi_v=v, psi_qkv=q * k * v, layers=stretch.layers, model=stretch.model, d_model=stretch.d_model,
+        d_head=stretch.d_head, tokens=stretch.tokens, n_zero=stretch.n_zero, bias=False, normalized=True,
+    )
+
+
+def bias_rank_correlation(plain: Stretch, biased: Stretch, which: str = "qkv") -> np.ndarray:
+    """Spearman rank correlation over the vectors of psi without and with the projection biases, per head.
+
+    Parameters
+    ----------
+    plain, biased : Stretch
+        ``norm_stretch(enc, X)`` and ``norm_stretch(enc, X, bias=True)`` for
+        the same vectors and layers.
+    which : {"qkv", "q", "k", "v"}, default "qkv"
+
+    Returns
+    -------
+    numpy.ndarray, float64, shape (L, H)
+        Spearman's rho between the two psi of every head (ties get average
+        ranks; vectors with NaN psi are left out). 1 means the biases do not
+        change the order of the tokens in that head.
+    """
+    from scipy.stats import rankdata
+
+    if plain.shape != biased.shape or plain.layers != biased.layers:
+        raise ValueError(f"the two Stretch objects differ: shapes {plain.shape} vs {biased.shape}, layers {plain.layers} vs {biased.layers}.")
+    if plain.bias or not biased.bias:
+        raise ValueError("pass the psi without biases first and the psi with biases (norm_stretch(bias=True)) second.")
+    a = plain.get(which).astype(np.float64)
+    b = biased.get(which).astype(np.float64)
+    ok = np.isfinite(a).all(axis=(0, 1)) & np.isfinite(b).all(axis=(0, 1))  # (V,)
+    a, b = a[..., ok], b[..., ok]
+    if a.shape[-1] < 2:
+        raise ValueError("fewer than two vectors with a finite psi; a rank correlation needs at least two.")
+    ra = rankdata(a, axis=-1)
+    rb = rankdata(b, axis=-1)
+    ra -= ra.mean(axis=-1, keepdims=True)
+    rb -= rb.mean(axis=-1, keepdims=True)
+    return (ra * rb).sum(axis=-1) / np.sqrt((ra * ra).sum(axis=-1) * (rb * rb).sum(axis=-1))

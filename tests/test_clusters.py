@@ -275,3 +275,112 @@ def test_packaged_model_small_k(packaged_enc, isolated_cache):
     s = mixlib.cluster_summary(c)
     assert s.set_index("type").loc["Total", "n_tokens"] == packaged_enc.vocab_size
     assert mixlib.cluster_vocab(packaged_enc, k=8, seed=0, max_iter=10).from_cache
+
+
+# -- null baselines and stability -----------------------------------------------------------------
+
+
+def test_cluster_permutation_null_vs_loop(tiny_stretch, tiny_clusters):
+    psi = tiny_stretch.psi_qkv
+    ok = np.isfinite(psi).all(axis=(0, 1))
+    psi = np.where(ok, psi, 1.0).astype(np.float32)  # the tiny model has a zero [PAD] row
+    nul = mixlib.cluster_permutation_null(psi, tiny_clusters, n_perm=20, seed=3)
+    L, H, V = psi.shape
+    # observed curve = cluster_stretch sorted
+    cs = mixlib.cluster_stretch(psi, tiny_clusters)
+    np.testing.assert_allclose(nul.curve, -np.sort(-cs, axis=2), rtol=1e-5)
+    # replay the documented permutation scheme with plain loops
+    rng = np.random.default_rng(3)
+    sizes = tiny_clusters.sizes
+    peaks = []
+    for _ in range(20):
+        perm = rng.permutation(V)
+        start, means = 0, []
+        for c in range(tiny_clusters.k):
+            means.append(psi[:, :, perm[start : start + sizes[c]]].astype(np.float64).mean(axis=2))
+            start += sizes[c]
+        curve = -np.sort(-np.stack(means, axis=2), axis=2)
+        peaks.append(curve[..., 0] / np.median(curve, axis=2))
+    np.testing.assert_allclose(nul.null["peak_ratio"], np.stack(peaks), rtol=1e-6)
+    obs = cs.max(axis=2) / np.median(cs, axis=2)
+    np.testing.assert_allclose(nul.observed["peak_ratio"], obs, rtol=1e-5)
+    np.testing.assert_allclose(nul.percentile["peak_ratio"], 100 * (np.stack(peaks) < obs).mean(axis=0), atol=1e-9)
+    assert nul.null_low.shape == (L, H, tiny_clusters.k) and (nul.null_low <= nul.null_high + 1e-12).all()
+    s = nul.summary()
+    assert list(s.index) == list(range(L)) and ("tail_cv", "percentile") in s.columns
+    with pytest.raises(ValueError, match="NaN"):
+        mixlib.cluster_permutation_null(tiny_stretch, tiny_clusters)
+    with pytest.raises(ValueError, match="n_perm"):
+        mixlib.cluster_permutation_null(psi, tiny_clusters, n_perm=0)
+
+
+def test_permutation_null_sees_planted_clusters(tiny_clusters):
+    """psi that is high exactly in one cluster stands out; psi unrelated to the clusters does not."""
+    rng = np.random.default_rng(0)
+    V = len(tiny_clusters.labels)
+    noise = rng.normal(1.0, 0.1, size=(1, 2, V))
+    planted = noise.copy()
+    planted[0, 0, tiny_clusters.labels == int(np.argmax(tiny_clusters.sizes))] += 1.0
+    nul = mixlib.cluster_permutation_null(planted, tiny_clusters, n_perm=50, seed=0)
+    assert nul.percentile["peak_ratio"][0, 0] == 100.0  # the planted head
+    assert nul.percentile["peak_ratio"][0, 1] < 100.0 or nul.observed["peak_ratio"][0, 1] < 1.05
+
+
+def test_feature_null_vs_loop_and_planted():
+    rng = np.random.default_rng(0)
+    L, H, V = 2, 3, 500
+    psi = rng.normal(1.0, 0.2, size=(L, H, V))
+    ids = list(range(20))
+    psi[1, 2, ids] += 0.5  # head (1, 2) selects the set
+    fn = mixlib.feature_null(psi, ids, n_draws=60, seed=5)
+    np.testing.assert_allclose(mixlib.feature_scores(psi, ids), psi[:, :, ids].mean(axis=2))
+    assert fn.best_head == (1, 2) and fn.best == pytest.approx(psi[1, 2, ids].mean())
+    r = np.random.default_rng(5)
+    ref = [psi[:, :, r.choice(np.arange(V), size=20, replace=False)].mean(axis=2).max() for _ in range(60)]
+    np.testing.assert_allclose(fn.null_best, ref)
+    assert fn.percentile == 100.0 and fn.passes() and fn.p_value == pytest.approx(1 / 61)
+    # a set nobody selects does not pass
+    fn0 = mixlib.feature_null(psi, list(range(100, 120)), n_draws=60, seed=5)
+    assert not fn0.passes() and fn0.p_value > 0.05
+    # a pool restricts the draws
+    fnp = mixlib.feature_null(psi, ids, n_draws=10, seed=1, pool=range(300, 500))
+    assert fnp.null_best.shape == (10,)
+    with pytest.raises(ValueError, match="fewer"):
+        mixlib.feature_null(psi, ids, pool=range(10))
+    with pytest.raises(ValueError, match="0..499"):
+        mixlib.feature_scores(psi, [V])
+    with pytest.raises(ValueError, match="non-empty"):
+        mixlib.feature_scores(psi, [])
+
+
+def test_cluster_stability(tiny_enc, tiny_clusters):
+    from sklearn.metrics import adjusted_rand_score
+
+    other = mixlib.cluster_vocab(tiny_enc, k=K, seed=1, cache=False, **FAST)
+    rnd = mixlib.cluster_vocab(tiny_enc, k=K, seed=2, cache=False, init="random", max_iter=5)
+    st = mixlib.cluster_stability([tiny_clusters, other, rnd], anchors=["the", "[CLS]"])
+    assert list(st.ari.index) == ["seed 0", "seed 1", "seed 2"]
+    assert st.ari.loc["seed 0", "seed 1"] == pytest.approx(adjusted_rand_score(tiny_clusters.labels, other.labels))
+    np.testing.assert_allclose(np.diag(st.ari), 1.0)
+    np.testing.assert_allclose(st.ari.to_numpy(), st.ari.to_numpy().T)
+    assert (st.type_counts.sum(axis=1) == K).all() and (st.token_counts.sum(axis=1) == tiny_enc.vocab_size).all()
+    assert st.type_counts.loc["seed 1", "Words"] == int((other.cluster_types == "Words").sum())
+    a = set(tiny_clusters.members(tiny_clusters.find("the")).tolist())
+    b = set(other.members(other.find("the")).tolist())
+    assert st.anchors.loc["the", "seed 1"] == pytest.approx(len(a & b) / len(a | b))
+    same = mixlib.cluster_stability([tiny_clusters, tiny_clusters], names=["a", "b"], anchors=["the"])
+    assert same.ari.loc["a", "b"] == 1.0 and same.anchors.loc["the", "b"] == 1.0
+    with pytest.raises(ValueError, match="at least two"):
+        mixlib.cluster_stability([tiny_clusters])
+    with pytest.raises(ValueError, match="distinct"):
+        mixlib.cluster_stability([tiny_clusters, other], names=["x", "x"])
+    with pytest.raises(ValueError, match="init"):
+        mixlib.cluster_vocab(tiny_enc, k=K, init="kmeans")
+
+
+def test_random_init_has_its_own_cache_key(tiny_enc, isolated_cache):
+    a = mixlib.cluster_vocab(tiny_enc, k=K, seed=0, max_iter=3)
+    b = mixlib.cluster_vocab(tiny_enc, k=K, seed=0, max_iter=3, init="random")
+    assert not a.from_cache and not b.from_cache  # a different key, not the k-means++ result
+    assert mixlib.cluster_vocab(tiny_enc, k=K, seed=0, max_iter=3, init="random").from_cache
+    assert len(list(isolated_cache.glob("clusters-*.npz"))) == 2

@@ -155,6 +155,23 @@ def test_plot_psi_curves_are_sorted_cluster_means():
         plots.plot_psi_curves(cs[0], MODEL)
 
 
+def test_plot_psi_curves_reference_line_and_null_band():
+    rng = np.random.default_rng(1)
+    cs = rng.gamma(2.0, size=(2, 3, 20))
+    raw = _render(plots.plot_psi_curves(cs, MODEL))
+    # raw psi has no common chance level: no horizontal line at 1
+    assert not any(np.allclose(ln.get_ydata(), 1.0) for ax in raw.axes for ln in ax.get_lines()[3:])
+    low, high = cs * 0.5, cs * 0.8
+    fig = _render(plots.plot_psi_curves(cs, MODEL, normalized=True, null=(low, high)))
+    ax = [a for a in fig.axes if a.get_visible()][0]
+    assert any(len(ln.get_ydata()) == 2 and np.allclose(ln.get_ydata(), 1.0) for ln in ax.get_lines())
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(low[0].min(axis=0).min()) and band.max() == pytest.approx(high[0].max(axis=0).max())
+    assert "正規化" in ax.get_ylabel()
+    with pytest.raises(ValueError, match="null must match"):
+        plots.plot_psi_curves(cs, MODEL, null=(low[:1], high[:1]))
+
+
 def _top_table():
     return pd.DataFrame({"cluster": [7, 3, 9], "type": ["Numbers", "Words", "Symbols"], "size": [10, 20, 5],
                          "tokens": ["1990, 1991", "january, march", "!, ?"], "psi": [3.1, 2.2, 1.5]})

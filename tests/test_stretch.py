@@ -201,3 +201,93 @@ def test_bounds_bad_input(tiny_enc):
         b.top_vector("q", 0, tiny_enc.n_heads)
     with pytest.raises(ValueError, match="out of range"):
         mixlib.stretch_bounds(tiny_enc, layers=[2])
+
+
+# -- random-direction reference, normalised psi, biases -----------------------------------------
+
+
+def test_random_psi_rms_is_frobenius_and_monte_carlo(tiny_enc):
+    rms = mixlib.random_psi_rms(tiny_enc)
+    L, H, dh = tiny_enc.n_layers, tiny_enc.n_heads, tiny_enc.d_head
+    assert rms.shape == (3, L, H) and rms.dtype == np.float64
+    for li in range(L):
+        for pi, role in enumerate(PROJECTIONS):
+            Wf = tiny_enc.module(li, role).weight.detach().double().numpy()
+            for h in range(H):
+                P = Wf[h * dh : (h + 1) * dh]
+                assert rms[pi, li, h] == pytest.approx(np.linalg.norm(P, "fro") / math.sqrt(dh), rel=1e-10)
+    # the same from the eigenvalues: ||P||_F^2 = trace(P P^T) = sum of the eigenvalues
+    b = mixlib.stretch_bounds(tiny_enc)
+    np.testing.assert_allclose(rms, np.sqrt(b.eigenvalues.sum(axis=-1) / dh), rtol=1e-8)
+    # and by simulation: the mean of psi^2 over random directions
+    X = np.random.default_rng(0).standard_normal((20000, tiny_enc.d_model)).astype(np.float32)
+    s = mixlib.norm_stretch(tiny_enc, X=X)
+    for pi, which in enumerate("qkv"):
+        mc = np.sqrt((s.get(which).astype(np.float64) ** 2).mean(axis=2))
+        np.testing.assert_allclose(mc, rms[pi], rtol=0.03)
+    one = mixlib.random_psi_rms(tiny_enc, layers=1)
+    np.testing.assert_array_equal(one[:, 0], rms[:, 1])
+
+
+def test_normalize_stretch(tiny_enc, tiny_stretch):
+    rms = mixlib.random_psi_rms(tiny_enc)
+    n = mixlib.normalize_stretch(tiny_stretch, rms)
+    assert n.normalized and not tiny_stretch.normalized and n.shape == tiny_stretch.shape
+    np.testing.assert_allclose(n.psi_k, tiny_stretch.psi_k / rms[1][..., None], rtol=1e-6)
+    expect = tiny_stretch.psi_qkv.astype(np.float64) / rms.prod(axis=0)[..., None]
+    np.testing.assert_allclose(n.psi_qkv, expect, rtol=1e-5, equal_nan=True)
+    n2 = mixlib.normalize_stretch(tiny_stretch, tiny_enc)  # the encoder is accepted
+    np.testing.assert_array_equal(n2.psi_qkv, n.psi_qkv)
+    # normalised psi of random directions has mean square ~1 in every head
+    X = np.random.default_rng(1).standard_normal((20000, tiny_enc.d_model)).astype(np.float32)
+    nr = mixlib.normalize_stretch(mixlib.norm_stretch(tiny_enc, X=X), rms)
+    np.testing.assert_allclose((nr.psi_v.astype(np.float64) ** 2).mean(axis=2), 1.0, rtol=0.05)
+    with pytest.raises(ValueError, match="already normalised"):
+        mixlib.normalize_stretch(n, rms)
+    with pytest.raises(ValueError, match="shape"):
+        mixlib.normalize_stretch(tiny_stretch, rms[:, :1])
+    with pytest.raises(ValueError, match="positive"):
+        mixlib.normalize_stretch(tiny_stretch, np.zeros_like(rms))
+    with pytest.raises(ValueError, match="bias"):
+        mixlib.normalize_stretch(mixlib.norm_stretch(tiny_enc, bias=True), rms)
+
+
+def test_bias_option_matches_definition(tiny_enc):
+    E = tiny_enc.word_embeddings().numpy()[1000:1050].astype(np.float64)
+    assert (np.linalg.norm(E, axis=1) > 0).all()
+    s = mixlib.norm_stretch(tiny_enc, X=E.astype(np.float32), bias=True)
+    assert s.bias
+    d, dh = tiny_enc.d_model, tiny_enc.d_head
+    for li in range(tiny_enc.n_layers):
+        lin = tiny_enc.module(li, "key")
+        W, b = lin.weight.detach().double().numpy(), lin.bias.detach().double().numpy()
+        for h in range(tiny_enc.n_heads):
+            y = E @ W[h * dh : (h + 1) * dh].T + b[h * dh : (h + 1) * dh]
+            ref = (np.linalg.norm(y, axis=1) / math.sqrt(dh)) / (np.linalg.norm(E, axis=1) / math.sqrt(d))
+            np.testing.assert_allclose(s.psi_k[li, h], ref, rtol=2e-5)
+    # without biases psi does not depend on the length of x; with them it does
+    plain = mixlib.norm_stretch(tiny_enc, X=E.astype(np.float32))
+    np.testing.assert_allclose(mixlib.norm_stretch(tiny_enc, X=(3 * E).astype(np.float32)).psi_qkv, plain.psi_qkv, rtol=1e-5)
+    assert not np.allclose(mixlib.norm_stretch(tiny_enc, X=(3 * E).astype(np.float32), bias=True).psi_qkv, s.psi_qkv, rtol=1e-3)
+    with pytest.raises(TypeError, match="bias"):
+        mixlib.norm_stretch(tiny_enc, X=E.astype(np.float32), bias="yes")
+
+
+def test_bias_rank_correlation_vs_scipy(tiny_enc):
+    from scipy.stats import spearmanr
+
+    plain = mixlib.norm_stretch(tiny_enc)
+    biased = mixlib.norm_stretch(tiny_enc, bias=True)
+    rho = mixlib.bias_rank_correlation(plain, biased)
+    assert rho.shape == (tiny_enc.n_layers, tiny_enc.n_heads)
+    ok = np.isfinite(plain.psi_qkv).all(axis=(0, 1))
+    for li in range(tiny_enc.n_layers):
+        for h in range(tiny_enc.n_heads):
+            ref = spearmanr(plain.psi_qkv[li, h, ok], biased.psi_qkv[li, h, ok]).statistic
+            assert rho[li, h] == pytest.approx(ref, abs=1e-9)
+    rho_v = mixlib.bias_rank_correlation(plain, biased, which="v")
+    assert rho_v[0, 0] == pytest.approx(spearmanr(plain.psi_v[0, 0, ok], biased.psi_v[0, 0, ok]).statistic, abs=1e-9)
+    with pytest.raises(ValueError, match="second"):
+        mixlib.bias_rank_correlation(biased, plain)
+    with pytest.raises(ValueError, match="differ"):
+        mixlib.bias_rank_correlation(mixlib.norm_stretch(tiny_enc, layers=0), biased)
