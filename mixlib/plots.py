@@ -905,7 +905,7 @@ def plot_context_row(cm: Any, enc: Any, *, layer: int, seq: int = 0, token: int 
     ax = axes[-1, 0]
     ax.set_xticks(x)
     ax.set_xticklabels([font_safe(t) for t in toks], rotation=90, fontsize=8)
-    ax.get_xticklabels()[token].set_fontweight("bold")
+    ax.get_xticklabels()[token].set_color("#1f3b70")
     fig.suptitle(f"層 {layer}: トークン {font_safe(toks[token])}（位置 {token}）はどこから情報を受け取るか", fontsize=10)
     fig.tight_layout()
     return caption(fig, enc, note)
