@@ -21,8 +21,19 @@ Safety
   or dtype, a different key) is reported with a :class:`CacheWarning` and treated
   as absent, so the caller recomputes and overwrites it.
 
-The pair :func:`write_arrays` / :func:`read_arrays` is the only way mixlib
-touches the cache.
+Concurrency
+-----------
+* :func:`entry_lock` holds a file lock (``filelock``) on one entry while a
+  process reads, computes and writes it: a second process asking for the same
+  result waits, then reads the first one's file instead of computing it again.
+  :func:`write_arrays` takes the same lock (it is re-entrant).
+* The operating system releases the lock of a process that dies, however it
+  dies. A temporary file that a killed writer left behind is removed by the
+  next process that holds the entry's lock: while the lock is held nobody else
+  can be writing it.
+
+The pair :func:`write_arrays` / :func:`read_arrays` (with :func:`entry_lock`
+around a computation) is the only way mixlib touches the cache.
 """
 
 from __future__ import annotations
@@ -32,6 +43,8 @@ import json
 import os
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -45,8 +58,12 @@ __all__ = [
     "array_digest",
     "write_arrays",
     "read_arrays",
+    "entry_lock",
     "clear_cache",
 ]
+
+#: How long :func:`entry_lock` waits for another process before computing anyway (seconds).
+LOCK_WAIT = 3600.0
 
 _KEY_FIELD = "__key__"
 
@@ -102,6 +119,96 @@ def cache_path(kind: str, key: Mapping[str, Any]) -> Path:
     return cache_dir() / f"{_check_kind(kind)}-{key_digest(key)[:24]}.npz"
 
 
+_LOCKS: dict[str, Any] = {}
+
+
+def _lock_of(path: Path) -> Any:
+    """The (re-entrant, per-thread) file lock of the cache entry ``path``; one object per lock file."""
+    from filelock import FileLock
+
+    lock_file = str(path.with_name(f".{path.stem}.lock"))
+    if lock_file not in _LOCKS:
+        _LOCKS[lock_file] = FileLock(lock_file)
+    return _LOCKS[lock_file]
+
+
+def _remove_orphans(path: Path) -> None:
+    """Delete temporary files of ``path`` left by a killed writer (call only while holding its lock)."""
+    for tmp in path.parent.glob(f".{path.stem}-*.tmp"):
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
+@contextmanager
+def entry_lock(kind: str, key: Mapping[str, Any], *, enabled: bool = True, wait: float | None = None,
+               verbose: bool = True) -> Iterator[Path]:
+    """Hold the lock of one cache entry while reading, computing and writing it.
+
+    ::
+
+        with entry_lock("clusters", key):
+            stored = read_arrays("clusters", key, expect)
+            if stored is None:
+                ...compute...
+                write_arrays("clusters", key, arrays)
+
+    A second process entering the block for the same entry waits until the
+    first leaves it (printing one line that it waits), then finds the file.
+    Temporary files that a killed writer left for this entry are removed once
+    the lock is held.
+
+    Parameters
+    ----------
+    kind, key
+        As for :func:`write_arrays`.
+    enabled : bool, default True
+        False: do nothing (for callers whose cache is switched off).
+    wait : float, optional
+        Longest wait for another process, in seconds (default :data:`LOCK_WAIT`);
+        after that a :class:`CacheWarning` says so and the block runs unlocked.
+    verbose : bool, default True
+        Print one line when another process holds the lock.
+
+    Yields
+    ------
+    pathlib.Path
+        The entry's file (:func:`cache_path`).
+
+    When the cache directory cannot be created or locked, the block runs
+    without the lock (the write will warn that it cannot cache).
+    """
+    from filelock import Timeout
+
+    path = cache_path(kind, key)
+    lock = None
+    if enabled:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            candidate = _lock_of(path)
+            try:
+                candidate.acquire(timeout=0)
+            except Timeout:
+                limit = LOCK_WAIT if wait is None else float(wait)
+                if verbose:
+                    print(f"[mixlib] another process is computing {path.name}; waiting for it (at most {limit:.0f} s) ...", flush=True)
+                candidate.acquire(timeout=limit)
+            lock = candidate
+        except Timeout:
+            warnings.warn(f"mixlib waited {limit:.0f} s for another process to finish {path}; computing it here as well.",
+                          CacheWarning, stacklevel=3)
+        except OSError:
+            lock = None  # unwritable cache directory: nothing to share, nothing to protect
+    try:
+        if lock is not None:
+            _remove_orphans(path)
+        yield path
+    finally:
+        if lock is not None:
+            lock.release()
+
+
 def write_arrays(kind: str, key: Mapping[str, Any], arrays: Mapping[str, Any]) -> Path | None:
     """Store ``arrays`` (name -> numpy array) for ``key``, atomically.
 
@@ -129,7 +236,11 @@ def write_arrays(kind: str, key: Mapping[str, Any], arrays: Mapping[str, Any]) -
             raise TypeError(f"array {name!r} has dtype object; the cache stores numeric and string arrays only (no pickle).")
         payload[name] = arr
     payload[_KEY_FIELD] = np.array(_canonical(key))
-    path = cache_path(kind, key)
+    with entry_lock(kind, key, verbose=False):
+        return _write(cache_path(kind, key), payload)
+
+
+def _write(path: Path, payload: dict[str, np.ndarray]) -> Path | None:
     tmp_name = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -144,7 +255,7 @@ def write_arrays(kind: str, key: Mapping[str, Any], arrays: Mapping[str, Any]) -
         return path
     except OSError as err:
         warnings.warn(f"mixlib could not write its cache file {path} ({err}); the result is not cached. "
-                      "Set MIXLIB_CACHE to a writable directory.", CacheWarning, stacklevel=2)
+                      "Set MIXLIB_CACHE to a writable directory.", CacheWarning, stacklevel=3)
         return None
     finally:
         if tmp_name is not None:

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -42,8 +47,8 @@ def test_round_trip(isolated_cache):
     for name, arr in _arrays().items():
         np.testing.assert_array_equal(got[name], arr)
         assert got[name].dtype == arr.dtype
-    # no temporary files left behind
-    assert [p.name for p in isolated_cache.iterdir()] == [path.name]
+    # no temporary files left behind (the entry's lock file may stay: it is how processes take turns)
+    assert [p.name for p in isolated_cache.iterdir() if not p.name.endswith(".lock")] == [path.name]
     # key order does not matter, key content does
     assert cache.cache_path("t", dict(reversed(list(KEY.items())))) == path
     assert cache.cache_path("t", {**KEY, "k": 4}) != path
@@ -153,3 +158,108 @@ def test_digests_and_bad_kinds(isolated_cache):
     cache.write_arrays("t", KEY, _arrays())
     cache.write_arrays("u", KEY, _arrays())
     assert cache.clear_cache("t") == 1 and cache.clear_cache() == 1
+
+
+# -- concurrency: one writer at a time, orphans of killed writers removed -----------------------
+
+_WORKER = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np
+    from mixlib import cache
+    key = {"what": "test", "model": "m", "k": 3, "hash": "abc"}
+    expect = {"a": ((None, 2), "f")}
+    log, release = sys.argv[1], sys.argv[2]
+    with cache.entry_lock("t", key):
+        got = cache.read_arrays("t", key, expect)
+        if got is None:
+            with open(log, "a") as f:
+                f.write(f"compute {os.getpid()}\\n")
+            print("computing", flush=True)
+            while not os.path.exists(release):  # hold the lock until the test says so
+                time.sleep(0.02)
+            cache.write_arrays("t", key, {"a": np.ones((3, 2), dtype=np.float32)})
+        else:
+            with open(log, "a") as f:
+                f.write(f"read {os.getpid()}\\n")
+    print("done", flush=True)
+""")
+
+
+def _spawn(script, *args):
+    return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ})
+
+
+def _wait_for(predicate, what, limit=120.0):
+    t0 = time.monotonic()
+    while not predicate():
+        assert time.monotonic() - t0 < limit, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_a_second_process_waits_and_reads_instead_of_recomputing(isolated_cache, tmp_path):
+    log, release = tmp_path / "log", tmp_path / "release"
+    first = _spawn(_WORKER, log, release)
+    assert first.stdout.readline().strip() == "computing", first.stderr.read()
+    second = _spawn(_WORKER, log, release)
+    line = second.stdout.readline()
+    assert "another process is computing" in line and "waiting" in line, line + second.stderr.read()
+    release.touch()
+    for proc in (first, second):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+    actions = [line.split()[0] for line in log.read_text().splitlines()]
+    assert actions == ["compute", "read"]  # computed once, by the first process
+    assert not list(isolated_cache.glob("*.tmp"))
+
+
+_KILLED_WRITER = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    from mixlib import cache
+    key = {"what": "test", "model": "m", "k": 3, "hash": "abc"}
+
+    def savez_then_hang(f, **arrays):
+        f.write(b"PK half a file")
+        f.flush()
+        print("writing", flush=True)
+        time.sleep(600)
+
+    np.savez = savez_then_hang
+    cache.write_arrays("t", key, {"a": np.ones((3, 2), dtype=np.float32)})
+""")
+
+
+def test_a_killed_writers_temporary_file_is_removed(isolated_cache):
+    proc = _spawn(_KILLED_WRITER)
+    assert proc.stdout.readline().strip() == "writing", proc.stderr.read()
+    orphans = list(isolated_cache.glob("*.tmp"))
+    assert len(orphans) == 1
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert orphans[0].exists()  # SIGKILL runs no clean-up code
+    assert not cache.cache_path("t", KEY).exists()  # the final name never held half a file
+    with cache.entry_lock("t", KEY, wait=30):  # the dead writer's lock is free; its orphan goes
+        assert not orphans[0].exists()
+    path = cache.write_arrays("t", KEY, _arrays())
+    assert cache.read_arrays("t", KEY, EXPECT) is not None
+    assert sorted(p.name for p in isolated_cache.iterdir() if not p.name.endswith(".lock")) == [path.name]
+
+
+def test_entry_lock_is_reentrant_and_can_be_switched_off(isolated_cache, capsys):
+    with cache.entry_lock("t", KEY) as path:
+        assert path == cache.cache_path("t", KEY)
+        assert cache.write_arrays("t", KEY, _arrays()) == path  # write_arrays takes the same lock: no deadlock
+    with cache.entry_lock("t", KEY, enabled=False):
+        pass
+    assert capsys.readouterr().out == ""  # nobody else held it: no waiting line
+
+
+def test_entry_lock_without_a_writable_directory_runs_unlocked(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    monkeypatch.setenv("MIXLIB_CACHE", str(blocker / "sub"))
+    ran = False
+    with cache.entry_lock("t", KEY):
+        ran = True
+    assert ran
