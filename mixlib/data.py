@@ -1,14 +1,16 @@
 """Texts for the analyses: validated tokenisation, [MASK]ing, token categories.
 
 Analysis A (:mod:`mixlib.mixing`) feeds BERT with texts in which 12% of the
-ordinary tokens are replaced by ``[MASK]``, as in pre-training and as Kobayashi
-et al. did, and reports its numbers per token category (their Fig. 2):
+ordinary tokens are replaced by ``[MASK]``, as in pre-training (Kobayashi et
+al.'s official code masks ``max(1, floor(0.12 n))`` of a sequence's ``n``
+ordinary tokens; :func:`mask_tokens` does the same by default), and reports its numbers per token category (their Fig. 2):
 ``[CLS]``, ``[SEP]``, ``[MASK]``, punctuation (``.`` and ``,``) and the rest.
 
 * :func:`tokenize` -- texts or sentence pairs -> a padded batch of tensors,
   with clear errors for bad input and a warning when something is truncated.
 * :func:`mask_tokens` -- the same, with a deterministic 12% of each
-  sequence's ordinary tokens replaced by the mask token.
+  sequence's ordinary tokens (counted as the official code does,
+  :func:`mask_count`) replaced by the mask token.
 * :func:`token_categories` -- the category of every token of a batch.
 
 Sentence pairs ``(a, b)`` become ``[CLS] a [SEP] b [SEP]`` with
@@ -26,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["PAD_CATEGORY", "PUNCTUATION", "tokenize", "mask_tokens", "token_categories", "category_names"]
+__all__ = ["PAD_CATEGORY", "PUNCTUATION", "MASK_COUNTS", "tokenize", "mask_count", "mask_tokens", "token_categories", "category_names"]
 
 #: Category given to padding positions (never counted in any statistic).
 PAD_CATEGORY = "[PAD]"
@@ -176,14 +178,44 @@ def tokenize(enc: Any, texts: Any, *, max_length: int | None = None, return_spec
     return {k: out[k].long() for k in keys if k in out}
 
 
-def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_length: int = 128) -> dict[str, torch.Tensor]:
+#: How :func:`mask_tokens` turns ``rate * n`` into a count: ``"floor"`` (the official code) or ``"round"``.
+MASK_COUNTS = ("floor", "round")
+
+
+def mask_count(n: int, rate: float = 0.12, count: str = "floor") -> int:
+    """How many of ``n`` ordinary tokens :func:`mask_tokens` masks.
+
+    ``"floor"``: ``max(1, floor(rate * n))``, as Kobayashi et al.'s official
+    code (``max(1, int(length * 0.12))``); ``"round"``: ``max(1, round(rate * n))``
+    with halves rounded up (mixlib's rule before issue 9; masks more: about
+    ``rate`` on average instead of a little less).
+
+    Examples
+    --------
+    >>> mask_count(30), mask_count(30, count="round")
+    (3, 4)
+    """
+    if count not in MASK_COUNTS:
+        raise ValueError(f"count={count!r} is not allowed; use 'floor' (the official code's rule) or 'round'.")
+    exact = float(rate) * int(n)
+    k = math.floor(exact) if count == "floor" else math.floor(exact + 0.5)
+    return max(1, int(k))
+
+
+def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_length: int = 128, *, count: str = "floor") -> dict[str, torch.Tensor]:
     """Tokenise texts and replace a fixed share of each sequence's tokens by the mask token.
 
     BERT is pre-trained on text where 15% of the tokens are selected and 80% of
-    those (12% of all) become ``[MASK]``; Kobayashi et al. feed it text masked
-    the same way. Here, in each sequence, ``max(1, round(rate * n))`` of its
-    ``n`` ordinary (non-special, non-padding) tokens are chosen uniformly
-    without replacement and replaced by ``tokenizer.mask_token_id``.
+    those (12% of all) become ``[MASK]``; Kobayashi et al. feed it text with
+    12% masked. Here, in each sequence, :func:`mask_count` of its ``n``
+    ordinary (non-special, non-padding) tokens -- by default
+    ``max(1, floor(rate * n))``, the count of the official code -- are chosen
+    uniformly without replacement and replaced by ``tokenizer.mask_token_id``.
+    Which tokens are chosen cannot match the official code (it draws with
+    Python's ``random`` over a different data set); only the count does.
+    Because of the floor, fewer than ``rate`` of the tokens are masked on
+    average (about 11% for the book's sentence pairs with ``rate=0.12``);
+    ``count="round"`` masks ``max(1, round(rate * n))`` instead.
 
     The choice for sequence ``i`` depends only on ``(seed, i)`` and the
     sequence itself (``numpy.random.default_rng([seed, i])``): the same call
@@ -200,6 +232,8 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
     max_length : int, default 128
         Longest sequence in tokens (the paper's setting); longer input is
         truncated with a warning.
+    count : {"floor", "round"}, default "floor"
+        How ``rate * n`` becomes a number of tokens (see :func:`mask_count`).
 
     Returns
     -------
@@ -212,8 +246,8 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
     Raises
     ------
     ValueError
-        Bad ``rate``, ``max_length`` or texts (see :func:`tokenize`), or a
-        sequence with no ordinary token left to mask.
+        Bad ``rate``, ``count``, ``max_length`` or texts (see :func:`tokenize`),
+        or a sequence with no ordinary token left to mask.
 
     Examples
     --------
@@ -226,6 +260,7 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
         raise ValueError(f"rate={rate!r} is not allowed: give the share of tokens to mask as a float in (0, 1), e.g. 0.12.")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed={seed!r} is not allowed: give a non-negative int.")
+    mask_count(1, rate, count)  # validates count before any work
     mask_id = getattr(tok, "mask_token_id", None)
     if mask_id is None:
         raise ValueError(f"the tokenizer of {getattr(enc, 'name', type(tok).__name__)} has no mask token; mask_tokens needs one.")
@@ -238,7 +273,7 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
         candidates = torch.nonzero(ordinary[i]).flatten().numpy()
         if candidates.size == 0:
             raise ValueError(f"texts[{i}] has no ordinary token to mask (only special tokens after tokenization).")
-        k = max(1, math.floor(float(rate) * candidates.size + 0.5))
+        k = min(candidates.size, mask_count(candidates.size, rate, count))
         rng = np.random.default_rng([int(seed), i])
         chosen = torch.from_numpy(np.sort(rng.choice(candidates, size=k, replace=False)))
         ids[i, chosen] = int(mask_id)

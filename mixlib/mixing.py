@@ -49,6 +49,18 @@ costs a matrix-vector instead of a matrix-matrix product), both within
 ``atol`` (1e-4); otherwise a :class:`RuntimeError` names the layer and the
 error.
 
+The first check alone cannot see the one error that matters most: because
+``sum_{i != j} f_j(x_i)`` is obtained as a remainder, ``mix + keep_attn``
+equals ``g(attention output - b_O)`` whatever ``f_j(x_j)`` was. A third check
+therefore recomputes, along one fixed random unit direction u of the output
+space, both ``f_j(x_j) . u = sum_h alpha^h_jj (v^h_j . p_h)`` and
+``sum_{i != j} f_j(x_i) . u = context_j . p - f_j(x_j) . u`` with
+``p = W_O^T u`` taken from the ``attn_out`` module itself and cut per head,
+the diagonal read off the attention weights again, and the model's own
+context -- a path that shares no slicing code with the decomposition. A W_O
+sliced from the wrong head, a transposed W_O or a forgotten b_O moves these
+projections far beyond ``atol`` (``Mixing.max_split_error``).
+
 Padding
 -------
 Positions where ``attention_mask`` is 0 hold NaN in every per-token field
@@ -86,6 +98,13 @@ __all__ = [
     "METRICS",
     "SUMMARY_ROWS",
     "OVERALL",
+    "CI_LEVELS",
+    "bootstrap_counts",
+    "split_probe",
+    "mixing_conventions",
+    "MixingVariants",
+    "CONVENTIONS",
+    "LN_STEPS",
 ]
 
 #: Per-token ratio fields of :class:`Mixing` (fractions in [0, 1]) and their names in the paper.
@@ -171,6 +190,12 @@ class Mixing:
         Largest |(alpha V - the model's attention output) r_h| per layer, r_h
         a fixed random unit vector per head (the check that alpha recomputed
         from Q and K is the model's).
+    max_split_error : numpy.ndarray, (L,)
+        Largest deviation of ``f_j(x_j) . u`` and ``sum_{i!=j} f_j(x_i) . u``
+        (u a fixed random unit vector) from their recomputation by a second
+        path that shares no code with the split (the check that sees a W_O
+        sliced from the wrong head, a transposed W_O or a forgotten b_O, which
+        ``max_error`` cannot see).
     mix, keep_attn, keep_res, bias : torch.Tensor, (L, B, N, D), or None
         The four vectors of the decomposition, or None when they were not
         kept (``vectors=False``, or too large for ``vectors=None``).
@@ -205,6 +230,7 @@ class Mixing:
     bias: torch.Tensor | None = field(default=None, repr=False)  # (L, B, N, D)
     token_strings: tuple[tuple[str, ...], ...] = field(default=(), repr=False)
     model_name: str = ""
+    max_split_error: np.ndarray | None = None  # (L,)
 
     # -- sizes ------------------------------------------------------------
     @property
@@ -327,6 +353,54 @@ def _norm(z: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(z, dim=-1)
 
 
+#: Seed of the fixed random unit direction along which the split self-check compares f_j(x_j).
+SPLIT_PROBE_SEED = 20211
+
+
+def split_probe(out_module: torch.nn.Module, n_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The probe of the split self-check, taken from the ``attn_out`` module itself.
+
+    Parameters
+    ----------
+    out_module : torch.nn.Linear
+        The layer's attention output projection (weight ``(D, D)``, out x in).
+    n_heads : int
+
+    Returns
+    -------
+    u : torch.Tensor, (D,)
+        A fixed random unit vector in the output space.
+    p_heads : torch.Tensor, (D, H)
+        ``p = W_O^T u`` (so that ``(c W_O^T) . u = c . p`` for any context
+        row ``c``), cut into one column per head: column h holds p on head h's
+        ``d'`` input coordinates and 0 elsewhere.
+    """
+    weight = out_module.weight.detach()  # (D_out, D_in), as torch.nn.Linear stores it
+    d_out, d_in = weight.shape
+    gen = torch.Generator().manual_seed(SPLIT_PROBE_SEED)
+    u = torch.randn(d_out, generator=gen, dtype=torch.float64)
+    u = (u / u.norm()).to(weight.dtype).to(weight.device)  # (D,)
+    p = torch.mv(weight.t(), u)  # (D_in,)
+    dh = d_in // n_heads
+    p_heads = torch.zeros(d_in, n_heads, dtype=weight.dtype, device=weight.device)  # (D, H)
+    for h in range(n_heads):
+        p_heads[h * dh:(h + 1) * dh, h] = p[h * dh:(h + 1) * dh]
+    return u, p_heads
+
+
+def _self_part(v: torch.Tensor, a_self: torch.Tensor, w_o: torch.Tensor, tmp: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``f_j(x_j) = sum_h alpha^h_jj v^h_j W_O^h`` for a block: ``v`` (b, N, D), ``a_self`` (b, N, H) -> (b, N, D).
+
+    ``tmp`` (b, N, H, d') and ``out`` (b*N, D) are scratch buffers. Kept as a
+    function of its own so that the tests can replace it with a faulty
+    version and see the split self-check fail.
+    """
+    b, N, D = v.shape
+    H = a_self.shape[-1]
+    self_ctx = torch.mul(v.view(b, N, H, D // H), a_self.unsqueeze(-1), out=tmp)
+    return torch.mm(self_ctx.view(b * N, D), w_o.t(), out=out).view(b, N, D)
+
+
 def decompose_layer(
     x: torch.Tensor,
     q: torch.Tensor,
@@ -347,6 +421,7 @@ def decompose_layer(
     keep_vectors: bool = True,
     out: dict[str, torch.Tensor] | None = None,
     workspace: "_Workspace | None" = None,
+    probe: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> dict[str, torch.Tensor]:
     """The decomposition of one layer from the tensors its forward pass produced.
 
@@ -380,15 +455,21 @@ def decompose_layer(
         Scratch buffers reused from layer to layer (fewer large allocations).
         Vectors that are returned and not written to ``out`` live in it, so
         they are only valid until the next call with the same workspace.
+    probe : (u, p_heads), optional
+        The split self-check's probe (:func:`split_probe`), best taken from
+        the model's ``attn_out`` module rather than from ``w_o``; default: made
+        from ``w_o``.
 
     Returns
     -------
     dict of str to torch.Tensor
         Every per-token field of :class:`Mixing` for this layer (``(B, N)``;
         ``alpha_self`` ``(B, H, N)``), the vectors when asked, and the two
-        self-check errors ``ln_error`` and ``attention_error`` (0-d tensors:
-        the largest absolute deviation from the model's LayerNorm output and
-        attention output, over the real positions).
+        self-check errors ``ln_error``, ``attention_error`` and
+        ``split_error`` (0-d tensors: the largest absolute deviation from the
+        model's LayerNorm output, from its attention output, and of
+        ``f_j(x_j)`` and ``sum_{i!=j} f_j(x_i)`` along the probe direction from
+        their independent recomputation, over the real positions).
     """
     B, N, D = x.shape
     H = n_heads
@@ -410,8 +491,16 @@ def decompose_layer(
     a_self = torch.empty((B, N, H), device=dev)  # alpha^h_{j,j}
     b_c = (b_o - b_o.mean()) * gamma if b_o is not None else torch.zeros_like(gamma)  # (D,): centred b_O times gamma
     r = ws.projection(H, dh)  # (D, H), block-diagonal: one fixed random unit vector per head
+    if probe is None:
+        lin = torch.nn.Linear(D, D, bias=False, device=dev)
+        with torch.no_grad():
+            lin.weight.copy_(w_o)
+        probe = split_probe(lin, H)
+    u, p_heads = probe  # (D,), (D, H)
+    p_all = p_heads.sum(dim=1)  # (D,) = W_O^T u
     ln_error = torch.zeros((), device=dev)
     attention_error = torch.zeros((), device=dev)
+    split_error = torch.zeros((), device=dev)
     step = max(1, BLOCK_TOKENS // max(N, 1))
     for s0 in range(0, B, step):
         sl = slice(s0, min(B, s0 + step))
@@ -438,17 +527,31 @@ def decompose_layer(
         v_r = torch.mm(v[sl].reshape(b * N, D), r).view(b, N, H).transpose(1, 2).reshape(b * H, N, 1)  # (b*H, N, 1)
         ctx_r = torch.mm(context[sl].reshape(b * N, D), r).view(b, N, H).transpose(1, 2)  # (b, H, N)
         diff_ctx = torch.bmm(alpha, v_r).view(b, H, N).sub_(ctx_r)  # (b, H, N)
-        del alpha
         if pad_here:
             diff_ctx.masked_fill_(pad_b[:, None, :], 0.0)
         attention_error = torch.maximum(attention_error, torch.linalg.vector_norm(diff_ctx, ord=inf))
+        # reference for self-check 3, by a path that shares nothing with f_self below: the diagonal read off
+        # alpha again, V projected per head on p_h = (W_O^T u)_h, and the model's own context projected on W_O^T u:
+        #   f_j(x_j) . u = sum_h alpha^h_jj (v^h_j . p_h),   sum_{i!=j} f_j(x_i) . u = context_j . p - f_j(x_j) . u
+        diag = alpha.diagonal(dim1=-2, dim2=-1).reshape(b, H, N)  # (b, H, N)
+        v_p = torch.mm(v[sl].reshape(b * N, D), p_heads).view(b, N, H).transpose(1, 2)  # (b, H, N)
+        ref_self_u = (diag * v_p).sum(dim=1)  # (b, N)
+        ref_others_u = torch.mv(context[sl].reshape(b * N, D), p_all).view(b, N).sub_(ref_self_u)  # (b, N)
+        del alpha, diag, v_p
 
         # f_j(x_j) = sum_h alpha^h_jj v^h_j W_O^h ; the rest of the attention output is what attention mixes in
-        self_ctx = torch.mul(v[sl].view(b, N, H, dh), a_self[sl].unsqueeze(-1), out=ws.get("tmp", (b, N, H, dh)))
-        f_self = torch.mm(self_ctx.view(b * N, D), w_o.t(), out=ws.get("f_self", (b * N, D))).view(b, N, D)
+        f_self = _self_part(v[sl], a_self[sl], w_o, ws.get("tmp", (b, N, H, dh)), ws.get("f_self", (b * N, D)))
         f_others = torch.sub(attn_out[sl], f_self, out=ws.get("f_others", (b, N, D)))  # (b, N, D)
         if b_o is not None:
             f_others.sub_(b_o)
+
+        # self-check 3: the split itself. Checks 1 and 2 cannot see a wrong f_j(x_j) (the remainder absorbs it).
+        diff_self = torch.mv(f_self.reshape(b * N, D), u).view(b, N).sub_(ref_self_u)  # (b, N)
+        diff_others = torch.mv(f_others.reshape(b * N, D), u).view(b, N).sub_(ref_others_u)  # (b, N)
+        split_b = torch.maximum(diff_self.abs_(), diff_others.abs_())
+        if pad_here:
+            split_b.masked_fill_(pad_b, 0.0)
+        split_error = torch.maximum(split_error, split_b.max())
 
         # g(z) = (z - m(z)) / s(y_j) * gamma, with s(y_j) the standard deviation of the real LayerNorm input
         y = ln_in[sl]
@@ -505,6 +608,7 @@ def decompose_layer(
         "alpha_self": alpha_self,
         "ln_error": ln_error,
         "attention_error": attention_error,
+        "split_error": split_error,
     }
     res.update(vec)
     return res
@@ -718,15 +822,19 @@ def decompose(
     vecs = {name: torch.empty((L, B, N, D)) for name in VECTOR_FIELDS} if keep_vectors else {}
     max_err = np.zeros(L)
     max_ctx_err = np.zeros(L)
+    max_split_err = np.zeros(L)
 
     dev = enc.device
     on_cpu = torch.device(dev).type == "cpu"
     row_of = {layer: li for li, layer in enumerate(layer_idx)}
     params = {}
+    probes = {}
     for layer in layer_idx:
         w_o, b_o = enc.projection(layer, "attn_out")
         ln = enc.module(layer, "attn_norm")
         params[layer] = (w_o, b_o, ln.weight.detach(), ln.bias.detach(), float(ln.eps))
+        # the split self-check's probe comes from the module itself, not from w_o above
+        probes[layer] = split_probe(enc.module(layer, "attn_out"), H)
 
     workspace = _Workspace(dev)
     bar = _progress(B, math.ceil(B / int(batch_size)), progress, f"decompose ({enc.name})")
@@ -751,9 +859,11 @@ def decompose(
                 res = decompose_layer(
                     got["x"], got["q"], got["k"], got["v"], got["context"], got["attn_out"], ln_in, ln_out,
                     additive, w_o, b_o, gamma, beta, eps, H, keep_vectors=keep_vectors, out=dst, workspace=workspace,
+                    probe=probes[layer],
                 )
                 err = float(res.pop("ln_error"))
                 ctx_err = float(res.pop("attention_error"))
+                split_err = float(res.pop("split_error"))
                 if not ctx_err <= atol:
                     raise RuntimeError(
                         f"decompose: layer {layer}: attention weights recomputed from the model's Q and K do not "
@@ -767,7 +877,16 @@ def decompose(
                         f"LayerNorm output by {err:.3e} (max abs error > atol={atol:g}); the decomposition is not exact "
                         "for this model."
                     )
+                if not split_err <= atol:
+                    raise RuntimeError(
+                        f"decompose: layer {layer}: f_j(x_j) or sum_{{i!=j}} f_j(x_i) differs from its independent "
+                        f"recomputation (alpha^h_jj v^h_j along W_O^T u, per head, from the attn_out module) by "
+                        f"{split_err:.3e} (max abs error > atol={atol:g}). The split between what attention mixes and what "
+                        "it keeps is wrong: check which W_O slice goes with which head, W_O's orientation (out x in) "
+                        "and that b_O is taken out of the attention output."
+                    )
                 max_err[li] = max(max_err[li], err)
+                max_split_err[li] = max(max_split_err[li], split_err)
                 max_ctx_err[li] = max(max_ctx_err[li], ctx_err)
                 pad = ~chunk_real  # (b, n)
                 any_pad = bool(pad.any())
@@ -815,6 +934,7 @@ def decompose(
         alpha_self=alpha_self,
         max_error=max_err,
         max_attention_error=max_ctx_err,
+        max_split_error=max_split_err,
         token_strings=token_strings,
         model_name=enc.name,
         **stats,
@@ -861,7 +981,60 @@ def _check_metric(metric: str) -> str:
     return metric
 
 
-def mixing_table(mixing: Mixing, by: str = "category", metric: str = "ratio", *, percent: bool | None = None) -> Any:
+#: Second level of the columns of :func:`mixing_table` / :func:`mixing_summary` when ``ci`` is given.
+CI_LEVELS: tuple[str, ...] = ("estimate", "low", "high")
+
+
+def _check_ci(ci: Any, n_boot: Any, seed: Any) -> None:
+    if isinstance(ci, bool) or not isinstance(ci, (float, int, np.floating)) or not 0.0 < float(ci) < 1.0:
+        raise ValueError(f"ci={ci!r} is not allowed: give the confidence level as a float in (0, 1), e.g. 0.95, or None.")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 10:
+        raise ValueError(f"n_boot={n_boot!r} is not allowed: give an int >= 10 (e.g. 1000).")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed={seed!r} is not allowed: give a non-negative int.")
+
+
+def bootstrap_counts(n_sequences: int, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
+    """``(n_boot, B)`` int array: how often each sequence is drawn in each bootstrap resample.
+
+    Every resample draws ``B`` sequences with replacement
+    (``numpy.random.default_rng(seed)``); a statistic over sequences becomes a
+    weighted one, so all resamples are evaluated with a few matrix products.
+    """
+    rng = np.random.default_rng(int(seed))
+    return rng.multinomial(int(n_sequences), np.full(int(n_sequences), 1.0 / int(n_sequences)), size=int(n_boot))
+
+
+def _interval(samples: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval over the last axis (NaN samples ignored)."""
+    alpha = (1.0 - float(ci)) / 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows (absent category) stay NaN
+        lo = np.nanquantile(samples, alpha, axis=-1)
+        hi = np.nanquantile(samples, 1.0 - alpha, axis=-1)
+    return lo, hi
+
+
+def _with_ci(estimate: Any, low: Any, high: Any, name: str) -> Any:
+    import pandas as pd
+
+    out = pd.concat({lvl: t for lvl, t in zip(CI_LEVELS, (estimate, low, high))}, axis=1)  # (level, column)
+    out = out.swaplevel(0, 1, axis=1)
+    cols = list(estimate.columns)
+    out = out.reindex(columns=pd.MultiIndex.from_product([cols, list(CI_LEVELS)], names=[name, "stat"]))
+    return out
+
+
+def mixing_table(
+    mixing: Mixing,
+    by: str = "category",
+    metric: str = "ratio",
+    *,
+    percent: bool | None = None,
+    ci: float | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Any:
     """Per-layer averages by token category, computed as the official figure does.
 
     For every sequence, the metric is averaged over its tokens of a category;
@@ -881,12 +1054,33 @@ def mixing_table(mixing: Mixing, by: str = "category", metric: str = "ratio", *,
     percent : bool, optional
         Multiply by 100. Default: True for the ratio metrics (the paper prints
         percentages), False for norms.
+    ci : float, optional
+        Also return a seeded bootstrap confidence interval at this level
+        (e.g. 0.95): the sequences are resampled with replacement ``n_boot``
+        times, the table is recomputed on each resample (exactly as above,
+        so a resample without a ``[MASK]`` token leaves that cell out), and
+        the percentile interval is reported. It measures how much the numbers
+        would move with other texts of the same kind, not the masking seed
+        or the model.
+    n_boot : int, default 1000
+        Bootstrap resamples (with ``ci``).
+    seed : int, default 0
+        Seed of the resampling (with ``ci``); the same seed gives the same interval.
 
     Returns
     -------
     pandas.DataFrame
         Index ``layer`` (0-based model layers), columns ``全体`` then
-        :data:`mixlib.plots.CATEGORY_ORDER`; NaN where no sequence has the category.
+        :data:`mixlib.plots.CATEGORY_ORDER`; NaN where no sequence has the
+        category. With ``ci``, the columns are a MultiIndex
+        ``(category, stat)`` with ``stat`` in :data:`CI_LEVELS`
+        (``estimate``, ``low``, ``high``); ``table.xs("estimate", axis=1,
+        level="stat")`` is the table without ``ci``.
+
+    Examples
+    --------
+    >>> t = mixing_table(m, ci=0.95, n_boot=1000, seed=0)
+    >>> t[("全体", "high")] - t[("全体", "low")]  # width of the 95% interval, per layer
     """
     import pandas as pd
 
@@ -895,26 +1089,39 @@ def mixing_table(mixing: Mixing, by: str = "category", metric: str = "ratio", *,
     if by != "category":
         raise ValueError(f"by={by!r} is not supported; use by='category'.")
     _check_metric(metric)
+    if ci is not None:
+        _check_ci(ci, n_boot, seed)
     if percent is None:
         percent = metric in RATIO_METRICS
     vals = mixing.metric(metric).double().numpy()  # (L, B, N)
     real = mixing.real.numpy()  # (B, N)
     cats = mixing.categories
     groups = {OVERALL: real, **{c: (cats == c) & real for c in category_names()}}
-    table = {}
+    L = len(mixing.layers)
+    counts = bootstrap_counts(mixing.n_sequences, n_boot, seed).astype(float) if ci is not None else None  # (R, B)
+    table, low, high = {}, {}, {}
     for name, sel in groups.items():
         count = sel.sum(axis=1)  # (B,)
         sums = np.where(sel[None], vals, 0.0).sum(axis=2)  # (L, B)
         with np.errstate(invalid="ignore", divide="ignore"):
             per_seq = sums / count[None]  # (L, B); NaN where the category is absent
         present = count > 0
-        table[name] = per_seq[:, present].mean(axis=1) if present.any() else np.full(len(mixing.layers), np.nan)
-    df = pd.DataFrame(table, index=pd.Index(list(mixing.layers), name="layer"))
+        table[name] = per_seq[:, present].mean(axis=1) if present.any() else np.full(L, np.nan)
+        if counts is not None:
+            w = counts * present[None]  # (R, B): draws of sequences that have the category
+            with np.errstate(invalid="ignore", divide="ignore"):
+                boot = (np.where(present[None], per_seq, 0.0) @ w.T) / w.sum(axis=1)[None]  # (L, R)
+            low[name], high[name] = _interval(boot, ci)
+    index = pd.Index(list(mixing.layers), name="layer")
+    scale = 100.0 if percent else 1.0
+    df = pd.DataFrame(table, index=index) * scale
     df.columns.name = "category"
-    return df * 100.0 if percent else df
+    if ci is None:
+        return df
+    return _with_ci(df, pd.DataFrame(low, index=index) * scale, pd.DataFrame(high, index=index) * scale, "category")
 
 
-def mixing_summary(mixing: Mixing, *, percent: bool = True) -> Any:
+def mixing_summary(mixing: Mixing, *, percent: bool = True, ci: float | None = None, n_boot: int = 1000, seed: int = 0) -> Any:
     """Mean, max and min of each mixing-ratio variant over all real tokens and layers (official Table 1).
 
     Parameters
@@ -922,21 +1129,316 @@ def mixing_summary(mixing: Mixing, *, percent: bool = True) -> Any:
     mixing : Mixing
     percent : bool, default True
         Report percentages, as Table 1 does; False gives fractions.
+    ci : float, optional
+        Also return a seeded bootstrap confidence interval over sequences at
+        this level (see :func:`mixing_table`). The interval of the mean is the
+        one to read; those of max and min are given for completeness but a
+        bootstrap cannot see values beyond the sample's own extremes, so they
+        understate the uncertainty of extremes.
+    n_boot : int, default 1000
+    seed : int, default 0
 
     Returns
     -------
     pandas.DataFrame
         Index: Attn-W, Attn-N, AttnRes-W, AttnRes-N, AttnResLn-N (``variant``);
         columns ``mean``, ``max``, ``min``. Pooled means every real token of
-        every analysed layer counts once.
+        every analysed layer counts once. With ``ci``, MultiIndex columns
+        ``(statistic, stat)`` with ``stat`` in :data:`CI_LEVELS`.
     """
     import pandas as pd
 
+    if ci is not None:
+        _check_ci(ci, n_boot, seed)
     real = mixing.real
-    rows = {}
+    real_np = real.numpy()
+    counts = bootstrap_counts(mixing.n_sequences, n_boot, seed).astype(float) if ci is not None else None  # (R, B)
+    rows, lows, highs = {}, {}, {}
     for name in SUMMARY_ROWS:
         v = mixing.metric(name)[:, real].double()  # (L, T) real tokens only
         rows[RATIO_METRICS[name]] = {"mean": float(v.mean()), "max": float(v.max()), "min": float(v.min())}
-    df = pd.DataFrame.from_dict(rows, orient="index")
-    df.index.name = "variant"
-    return df * 100.0 if percent else df
+        if counts is not None:
+            full = mixing.metric(name).double().numpy()  # (L, B, N)
+            sums = np.where(real_np[None], full, 0.0).sum(axis=(0, 2))  # (B,)
+            n_tok = real_np.sum(axis=1) * full.shape[0]  # (B,)
+            seq_max = np.where(real_np[None], full, -np.inf).max(axis=(0, 2))  # (B,)
+            seq_min = np.where(real_np[None], full, np.inf).min(axis=(0, 2))  # (B,)
+            drawn = counts > 0  # (R, B)
+            boot = {
+                "mean": (counts @ sums) / (counts @ n_tok),
+                "max": np.where(drawn, seq_max[None], -np.inf).max(axis=1),
+                "min": np.where(drawn, seq_min[None], np.inf).min(axis=1),
+            }
+            lows[RATIO_METRICS[name]], highs[RATIO_METRICS[name]] = {}, {}
+            for stat, samples in boot.items():
+                lo, hi = _interval(samples, ci)
+                lows[RATIO_METRICS[name]][stat], highs[RATIO_METRICS[name]][stat] = float(lo), float(hi)
+    scale = 100.0 if percent else 1.0
+
+    def frame(d: dict) -> Any:
+        df = pd.DataFrame.from_dict(d, orient="index")[["mean", "max", "min"]]
+        df.index.name = "variant"
+        return df * scale
+
+    if counts is None:
+        return frame(rows)
+    return _with_ci(frame(rows), frame(lows), frame(highs), "statistic")
+
+
+# ---------------------------------------------------------------------------
+# conventions: where the biases go, and what the LayerNorm does to the ratio
+# ---------------------------------------------------------------------------
+
+#: The bias conventions of :func:`mixing_conventions` (name -> what goes where).
+CONVENTIONS: dict[str, str] = {
+    "book": "b_V W_O inside f (split by alpha like the rest); g(b_O) and beta in a bias term counted on neither side "
+            "(the book; dropping b_O and beta altogether, as the official code does, gives the same ratio)",
+    "bv_to_bias": "b_V W_O taken out of f: f_j(x_i) = sum_h alpha^h_ji x_i W_V^h W_O^h; sum_h b_V^h W_O^h joins the bias term",
+    "bo_to_keep": "g(b_O) counted with what is kept: keep = keep_attn + keep_res + g(b_O)",
+    "bo_to_mix": "g(b_O) counted with what is mixed: mix = g(sum_{i!=j} f_j(x_i)) + g(b_O)",
+    "bias_to_keep": "the whole bias term g(b_O) + beta counted with what is kept",
+}
+#: What :func:`mixing_conventions` measures about the LayerNorm (name -> ratio compared).
+LN_STEPS: dict[str, str] = {
+    "before_ln": "||F_o|| / (||F_o|| + ||F_s + x||), F_o = sum_{i!=j} f_j(x_i), F_s = f_j(x_j): AttnRes-N",
+    "scale_only": "the same after dividing both by s(y_j) (a uniform scale): always equal to before_ln",
+    "centre_only": "after subtracting each vector's mean m(z) (no gamma)",
+    "gamma_only": "after multiplying elementwise by gamma (no centring)",
+    "full_ln": "after centring, dividing by s(y_j) and multiplying by gamma: AttnResLn-N",
+}
+
+
+@dataclass(frozen=True, eq=False)
+class MixingVariants:
+    """Per-token quantities of :func:`mixing_conventions`, all ``(L, B, N)`` float64 (NaN at padding).
+
+    Attributes
+    ----------
+    layers : tuple of int
+    attention_mask : torch.Tensor, (B, N)
+    categories : numpy.ndarray of str, (B, N)
+    ratios : dict of str to numpy.ndarray
+        The mixing ratio under each bias convention (:data:`CONVENTIONS`) and
+        after each step of the LayerNorm (:data:`LN_STEPS`), as fractions.
+    norms : dict of str to numpy.ndarray
+        ``mix``/``keep`` before the LayerNorm (``mix_raw``, ``keep_raw``),
+        after centring (``mix_centred``, ``keep_centred``), after centring and
+        gamma with s = 1 (``mix_centred_gamma``, ``keep_centred_gamma``), and
+        the book's ``mix_ln``, ``keep_ln``, ``bias_ln`` (``||g(b_O) + beta||``)
+        and ``out_ln`` (``||LN(y_j)||``).
+    cosines : dict of str to numpy.ndarray
+        ``mix_keep``: cosine between the book's mix and keep vectors after
+        the LayerNorm; ``mix_keep_raw``: the same before it.
+    model_name : str
+    """
+
+    layers: tuple[int, ...]
+    attention_mask: torch.Tensor = field(repr=False)
+    categories: np.ndarray = field(repr=False)
+    ratios: dict[str, np.ndarray] = field(repr=False)
+    norms: dict[str, np.ndarray] = field(repr=False)
+    cosines: dict[str, np.ndarray] = field(repr=False)
+    model_name: str = ""
+
+    def get(self, name: str) -> np.ndarray:
+        """Any per-token array by name (ratio, norm or cosine)."""
+        for d in (self.ratios, self.norms, self.cosines):
+            if name in d:
+                return d[name]
+        raise ValueError(f"unknown field {name!r}; expected one of {', '.join([*self.ratios, *self.norms, *self.cosines])}.")
+
+    def table(self, names: Iterable[str] | None = None, *, percent: bool | None = None, category: str = OVERALL) -> Any:
+        """Per-layer means of the chosen fields (mean within each sequence, then over sequences, as :func:`mixing_table`).
+
+        Parameters
+        ----------
+        names : list of str, optional
+            Fields to tabulate; default: every ratio.
+        percent : bool, optional
+            Multiply by 100; default True when every field is a ratio.
+        category : str, default "全体"
+            ``全体`` (all real tokens) or one token category.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Index ``layer``, one column per field.
+        """
+        import pandas as pd
+
+        names = list(self.ratios) if names is None else list(names)
+        if percent is None:
+            percent = all(n in self.ratios for n in names)
+        real = self.attention_mask.bool().numpy()
+        sel = real if category == OVERALL else (self.categories == category) & real
+        count = sel.sum(axis=1)
+        present = count > 0
+        if not present.any():
+            raise ValueError(f"no sequence has a token of category {category!r}.")
+        out = {}
+        for n in names:
+            vals = self.get(n)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                per_seq = np.where(sel[None], vals, 0.0).sum(axis=2) / count[None]  # (L, B)
+            out[n] = per_seq[:, present].mean(axis=1)
+        df = pd.DataFrame(out, index=pd.Index(list(self.layers), name="layer"))
+        return df * 100.0 if percent else df
+
+
+def mixing_conventions(enc: Any, batch: Any, *, layers: Any = None, batch_size: int = 32, max_length: int | None = None) -> MixingVariants:
+    """The mixing ratio under other bias conventions, and step by step through the LayerNorm.
+
+    The ratio ``||mix|| / (||mix|| + ||keep||)`` is a convention-dependent
+    number: eq. (1) of :mod:`mixlib.mixing` is exact whichever side the value
+    bias ``b_V W_O`` and the output bias ``b_O`` are put on, but the ratio is
+    not. This function recomputes, from one forward pass and without sharing
+    code with :func:`decompose`, the ratio under each of :data:`CONVENTIONS`,
+    and after each step of the LayerNorm separately (:data:`LN_STEPS`): a
+    uniform scale cannot change a ratio of norms, so only the centring and
+    gamma can move it.
+
+    Parameters
+    ----------
+    enc : mixlib.Encoder
+    batch : texts, pairs or a tokenized batch
+        As for :func:`decompose`.
+    layers : int or list of int, optional
+        Default all.
+    batch_size : int, default 32
+    max_length : int, optional
+
+    Returns
+    -------
+    MixingVariants
+        ``.table()`` gives the per-layer means.
+
+    Examples
+    --------
+    >>> v = mixing_conventions(enc, mask_tokens(enc, texts))
+    >>> v.table(["book", "bv_to_bias", "bo_to_keep"])  # layer x convention, percent
+    """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size={batch_size!r} is not allowed; give a positive int.")
+    layer_idx = enc.check_layers(layers)
+    inputs = _as_batch(enc, batch, max_length)
+    ids, am = inputs["input_ids"], inputs["attention_mask"]
+    B, N = ids.shape
+    L, D, H = len(layer_idx), enc.d_model, enc.n_heads
+    dh = D // H
+    row_of = {layer: li for li, layer in enumerate(layer_idx)}
+    nan = float("nan")
+    ratio_names = (*CONVENTIONS, *LN_STEPS)
+    norm_names = ("mix_raw", "keep_raw", "mix_centred", "keep_centred", "mix_centred_gamma", "keep_centred_gamma",
+                  "mix_ln", "keep_ln", "bias_ln", "out_ln")
+    ratios = {k: np.full((L, B, N), nan) for k in ratio_names}
+    norms = {k: np.full((L, B, N), nan) for k in norm_names}
+    cosines = {k: np.full((L, B, N), nan) for k in ("mix_keep", "mix_keep_raw")}
+    state: dict[str, Any] = {}
+    dev = enc.device
+
+    def nrm(z: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.vector_norm(z.double(), dim=-1)
+
+    def rat(mix: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        a, b = nrm(mix), nrm(keep)
+        return a / (a + b)
+
+    def cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=-1)
+
+    for b0 in range(0, B, int(batch_size)):
+        b1 = min(B, b0 + int(batch_size))
+        n = int(torch.nonzero(am[b0:b1].any(0)).flatten().max()) + 1
+        chunk = {k: v[b0:b1, :n].to(dev) for k, v in inputs.items()}
+        real = am[b0:b1, :n].bool()  # (b, n)
+        state.clear()
+
+        def finish(layer: int, ln_in: torch.Tensor, ln_out: torch.Tensor, real=real, b0=b0, b1=b1, n=n) -> None:
+            li = row_of[layer]
+            got = state.pop(layer)
+            x, q, k, v = (got[key].detach().float() for key in ("x", "q", "k", "v"))
+            b = x.shape[0]
+            out_mod, v_mod, ln = enc.module(layer, "attn_out"), enc.module(layer, "value"), enc.module(layer, "attn_norm")
+            w_o = out_mod.weight.detach().float()  # (D, D), out x in
+            b_o = out_mod.bias.detach().float() if out_mod.bias is not None else torch.zeros(D, device=x.device)
+            b_v = v_mod.bias.detach().float() if v_mod.bias is not None else torch.zeros(D, device=x.device)
+            gamma, beta = ln.weight.detach().float(), ln.bias.detach().float()
+            # attention weights, straightforwardly: (b, H, n, n), query j on rows
+            qh = q.view(b, n, H, dh).transpose(1, 2)
+            kh = k.view(b, n, H, dh).transpose(1, 2)
+            scores = qh @ kh.transpose(-1, -2) / math.sqrt(dh)
+            scores = scores.masked_fill(~real.to(x.device)[:, None, None, :], float("-inf"))
+            alpha = torch.softmax(scores, dim=-1)
+            a_self = alpha.diagonal(dim1=-2, dim2=-1)  # (b, H, n)
+            vh = v.view(b, n, H, dh)
+            ctx_all = (alpha @ vh.transpose(1, 2)).transpose(1, 2)  # (b, n, H, dh): sum_i alpha_ji v_i
+            ctx_self = vh * a_self.transpose(1, 2)[..., None]  # (b, n, H, dh)
+            f_all = ctx_all.reshape(b, n, D) @ w_o.t()  # sum_i f_j(x_i), b_V included
+            f_self = ctx_self.reshape(b, n, D) @ w_o.t()  # f_j(x_j)
+            f_oth = f_all - f_self
+            bv_self = (b_v.view(H, dh)[None, None] * a_self.transpose(1, 2)[..., None]).reshape(b, n, D) @ w_o.t()
+            bv_all = (b_v @ w_o.t()).expand(b, n, D)  # sum_i alpha_ji = 1
+            bv_oth = bv_all - bv_self
+            y = x + f_all + b_o  # the LayerNorm input, rebuilt
+            s = torch.sqrt(y.var(dim=-1, unbiased=False, keepdim=True) + ln.eps)  # (b, n, 1)
+
+            def c(z):
+                return z - z.mean(dim=-1, keepdim=True)
+
+            def g(z):
+                return c(z) / s * gamma
+
+            mix, keep = g(f_oth), g(f_self) + g(x)
+            g_bo = g(b_o.expand(b, n, D))
+            r = {
+                "book": rat(mix, keep),
+                "bv_to_bias": rat(g(f_oth - bv_oth), g(f_self - bv_self) + g(x)),
+                "bo_to_keep": rat(mix, keep + g_bo),
+                "bo_to_mix": rat(mix + g_bo, keep),
+                "bias_to_keep": rat(mix, keep + g_bo + beta),
+                "before_ln": rat(f_oth, f_self + x),
+                "scale_only": rat(f_oth / s, (f_self + x) / s),
+                "centre_only": rat(c(f_oth), c(f_self + x)),
+                "gamma_only": rat(f_oth * gamma, (f_self + x) * gamma),
+                "full_ln": rat(mix, keep),
+            }
+            nm = {
+                "mix_raw": nrm(f_oth), "keep_raw": nrm(f_self + x),
+                "mix_centred": nrm(c(f_oth)), "keep_centred": nrm(c(f_self + x)),
+                "mix_centred_gamma": nrm(c(f_oth) * gamma), "keep_centred_gamma": nrm(c(f_self + x) * gamma),
+                "mix_ln": nrm(mix), "keep_ln": nrm(keep), "bias_ln": nrm(g_bo + beta), "out_ln": nrm(mix + keep + g_bo + beta),
+            }
+            cs = {"mix_keep": cos(mix, keep), "mix_keep_raw": cos(f_oth, f_self + x)}
+            pad = ~real.numpy()
+            for dst, src in ((ratios, r), (norms, nm), (cosines, cs)):
+                for key, val in src.items():
+                    arr = val.cpu().numpy()
+                    arr[pad] = nan
+                    dst[key][li, b0:b1, :n] = arr
+            if layer == layer_idx[-1]:
+                raise _StopForward
+
+        handles = []
+        try:
+            for layer in layer_idx:
+                handles += _register(enc, layer, state, finish)
+            with torch.no_grad():
+                enc.model(**chunk)
+        except _StopForward:
+            pass
+        finally:
+            for h in handles:
+                h.remove()
+            state.clear()
+
+    from .data import token_categories
+
+    return MixingVariants(
+        layers=layer_idx,
+        attention_mask=am,
+        categories=token_categories(enc, ids, am),
+        ratios=ratios,
+        norms=norms,
+        cosines=cosines,
+        model_name=enc.name,
+    )

@@ -35,8 +35,28 @@ def test_mask_tokens_rate_and_where(tiny_enc):
     assert not (changed & ~ordinary).any(), "only ordinary tokens may be masked"
     for i in range(len(TEXTS)):
         n = int(ordinary[i].sum())
-        assert int(changed[i].sum()) == max(1, int(np.floor(0.12 * n + 0.5))), i
+        assert int(changed[i].sum()) == max(1, int(0.12 * n)), i  # the official code's count
     assert int(changed[2].sum()) == 1  # "Hi." has 2 ordinary tokens: still one mask
+
+
+def test_mask_count_floor_default_and_round_option(tiny_enc):
+    from mixlib.data import mask_count
+
+    # the official code: mask_num = max(1, int(length * 0.12))
+    for n in range(1, 200):
+        assert mask_count(n) == max(1, int(n * 0.12)), n
+        assert mask_count(n, count="round") == max(1, int(np.floor(n * 0.12 + 0.5))), n
+    assert (mask_count(30), mask_count(30, count="round")) == (3, 4)
+    # a text with 30 ordinary tokens: 3 masks by default, 4 with count="round"
+    text = " ".join(["cat"] * 30)
+    n = int(_ordinary(tiny_enc.tokenizer, tokenize(tiny_enc, [text]))[0].sum())
+    assert n == 30
+    assert int(mask_tokens(tiny_enc, [text])["masked"].sum()) == 3
+    assert int(mask_tokens(tiny_enc, [text], count="round")["masked"].sum()) == 4
+    with pytest.raises(ValueError, match="count"):
+        mask_tokens(tiny_enc, [text], count="ceil")
+    with pytest.raises(ValueError, match="count"):
+        mask_count(10, count="nearest")
 
 
 def test_mask_tokens_deterministic_and_seeded(tiny_enc):
@@ -55,7 +75,7 @@ def test_mask_tokens_rate_statistics(tiny_enc):
     text = " ".join(f"word{i}" for i in range(100))
     batch = mask_tokens(tiny_enc, [text], rate=0.3, seed=4, max_length=512)
     n = int(_ordinary(tiny_enc.tokenizer, tokenize(tiny_enc, [text]))[0].sum())
-    assert int(batch["masked"].sum()) == round(0.3 * n)
+    assert int(batch["masked"].sum()) == int(0.3 * n)
 
 
 def test_mask_tokens_usable_by_decompose(tiny_enc):

@@ -318,6 +318,97 @@ def test_self_check_catches_wrong_layernorm_output():
         h.remove()
 
 
+def _rolled_head_w_o(v, a_self, w_o, tmp, out):
+    """Fault: head h's alpha^h_jj v^h_j goes through the W_O slice of head h+1."""
+    b, N, D = v.shape
+    H = a_self.shape[-1]
+    self_ctx = (v.view(b, N, H, D // H) * a_self.unsqueeze(-1)).roll(1, dims=2)
+    return (self_ctx.reshape(b * N, D) @ w_o.t()).view(b, N, D)
+
+
+def _transposed_w_o(v, a_self, w_o, tmp, out):
+    """Fault: W_O used as stored (out x in) instead of transposed."""
+    b, N, D = v.shape
+    H = a_self.shape[-1]
+    self_ctx = v.view(b, N, H, D // H) * a_self.unsqueeze(-1)
+    return (self_ctx.reshape(b * N, D) @ w_o).view(b, N, D)
+
+
+def _token_off_by_one(v, a_self, w_o, tmp, out):
+    """Fault: alpha^h_jj multiplies the value of the previous token, v_{j-1} (an off-by-one on the token axis)."""
+    b, N, D = v.shape
+    H = a_self.shape[-1]
+    self_ctx = v.roll(1, dims=1).view(b, N, H, D // H) * a_self.unsqueeze(-1)
+    return (self_ctx.reshape(b * N, D) @ w_o.t()).view(b, N, D)
+
+
+@pytest.mark.parametrize("fault", [_rolled_head_w_o, _transposed_w_o, _token_off_by_one], ids=["wrong-head", "transposed", "token-off-by-one"])
+def test_split_check_catches_wrong_self_part(fault, monkeypatch):
+    """Each fault passes the reconstruction check (the remainder absorbs it) but not the split check."""
+    enc = make_random_encoder(seed=11)
+    batch = tokenize(enc, TEXTS)
+    good = mixlib.decompose(enc, batch, progress=False)
+    assert (good.max_split_error <= 1e-4).all() and (good.max_split_error > 0).any()
+
+    # with the split check switched off (a probe of zeros sees nothing), the fault slips through the other two
+    # checks and moves the ratio: this is why the split check exists
+    real_probe = mx.split_probe
+    monkeypatch.setattr(mx, "_self_part", fault)
+    monkeypatch.setattr(mx, "split_probe", lambda mod, h: tuple(torch.zeros_like(t) for t in real_probe(mod, h)))
+    wrong = mixlib.decompose(enc, batch, progress=False)
+    moved = float((wrong.ratio - good.ratio).abs().nan_to_num().max())
+    assert moved > 1e-3, moved
+    assert (wrong.max_error <= 1e-4).all()  # the reconstruction check is blind to it
+
+    monkeypatch.setattr(mx, "split_probe", real_probe)
+    with pytest.raises(RuntimeError, match=r"layer 0: f_j\(x_j\) or sum_\{i!=j\} f_j\(x_i\) differs"):
+        mixlib.decompose(enc, batch, progress=False)
+
+
+def test_split_check_catches_forgotten_b_o(monkeypatch):
+    """Fault: b_O left in the attention output (and out of the bias): mix + keep + bias still add up."""
+    enc = make_random_encoder(seed=12)
+    batch = tokenize(enc, TEXTS)
+    good = mixlib.decompose(enc, batch, progress=False)
+    real_projection = type(enc).projection
+
+    def no_b_o(self, layer, role):
+        w, b = real_projection(self, layer, role)
+        return (w, None) if role == "attn_out" else (w, b)
+
+    monkeypatch.setattr(type(enc), "projection", no_b_o)  # the Encoder is frozen: patch its class for this test
+    real_probe = mx.split_probe
+    monkeypatch.setattr(mx, "split_probe", lambda mod, h: tuple(torch.zeros_like(t) for t in real_probe(mod, h)))
+    wrong = mixlib.decompose(enc, batch, progress=False)
+    assert (wrong.max_error <= 1e-4).all()
+    assert float((wrong.ratio - good.ratio).abs().nan_to_num().max()) > 1e-3
+    monkeypatch.setattr(mx, "split_probe", real_probe)
+    with pytest.raises(RuntimeError, match=r"layer 0: f_j\(x_j\) or sum"):
+        mixlib.decompose(enc, batch, progress=False)
+
+
+def test_split_probe_is_w_o_transposed_per_head(tiny_enc):
+    """The probe against a direct computation: (c W_O^T) . u == sum_h c_h . p_h for a random context c."""
+    mod = tiny_enc.module(1, "attn_out")
+    u, p_heads = mx.split_probe(mod, tiny_enc.n_heads)
+    assert u.shape == (tiny_enc.d_model,) and abs(float(u.norm()) - 1.0) < 1e-6
+    dh = tiny_enc.d_model // tiny_enc.n_heads
+    for h in range(tiny_enc.n_heads):  # each column lives on its head's coordinates only
+        outside = torch.ones(tiny_enc.d_model, dtype=torch.bool)
+        outside[h * dh:(h + 1) * dh] = False
+        assert (p_heads[outside, h] == 0).all()
+    c = torch.randn(5, tiny_enc.d_model, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        direct = (mod(c) - mod.bias) @ u
+    torch.testing.assert_close(c @ p_heads.sum(1), direct, atol=1e-5, rtol=1e-5)
+
+
+def test_split_error_small_on_trained_model(packaged_enc):
+    m = mixlib.decompose(packaged_enc, TEXTS, vectors=False, progress=False)
+    assert m.max_split_error.shape == (packaged_enc.n_layers,)
+    assert (m.max_split_error <= 1e-4).all() and (m.max_split_error > 0).any()
+
+
 # ---------------------------------------------------------------------------
 # bad input
 # ---------------------------------------------------------------------------
@@ -425,3 +516,142 @@ def test_mixing_helpers(tiny_enc):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         mixlib.mixing_table(m)  # no RuntimeWarning from NaN handling
+
+
+# ---------------------------------------------------------------------------
+# bootstrap over sequences
+# ---------------------------------------------------------------------------
+
+
+def _resampled_frame(df: pd.DataFrame, counts: np.ndarray) -> pd.DataFrame:
+    """The long frame with sequence b repeated counts[b] times, each copy a new sequence id."""
+    parts = []
+    new_id = 0
+    for b, c in enumerate(counts):
+        for _ in range(int(c)):
+            part = df[df["seq"] == b].copy()
+            part["seq"] = new_id
+            parts.append(part)
+            new_id += 1
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_mixing_table_bootstrap_against_explicit_resamples(tiny_enc):
+    texts = TEXTS + ["A, b. C, d.", "One more sentence, with a comma.", "And the last one here."]
+    m = mixlib.decompose(tiny_enc, mixlib.mask_tokens(tiny_enc, texts, seed=2), vectors=False, progress=False)
+    n_boot = 25
+    t = mixlib.mixing_table(m, ci=0.9, n_boot=n_boot, seed=5)
+    assert t.columns.names == ["category", "stat"]
+    assert list(t.columns.get_level_values(0).unique()) == ["全体", *CATEGORY_ORDER]
+    pd.testing.assert_frame_equal(t.xs("estimate", axis=1, level="stat"), mixlib.mixing_table(m), check_names=False)
+    # independent: rebuild each resample as a long frame and use the pandas groupby of the official figure
+    counts = mx.bootstrap_counts(m.n_sequences, n_boot, 5)
+    assert counts.shape == (n_boot, m.n_sequences) and (counts.sum(1) == m.n_sequences).all()
+    df = m.to_frame(["ratio"])
+    boots = {}
+    for r in range(n_boot):
+        rs = _resampled_frame(df, counts[r])
+        boots[r] = rs.groupby(["layer", "seq"])["ratio"].mean().groupby("layer").mean() * 100
+        cat = rs[rs["category"] == "[MASK]"]
+        boots[r] = (boots[r], cat.groupby(["layer", "seq"])["ratio"].mean().groupby("layer").mean() * 100)
+    overall = np.array([boots[r][0].to_numpy() for r in range(n_boot)])  # (R, L)
+    np.testing.assert_allclose(t[("全体", "low")], np.quantile(overall, 0.05, axis=0), rtol=1e-6)
+    np.testing.assert_allclose(t[("全体", "high")], np.quantile(overall, 0.95, axis=0), rtol=1e-6)
+    mask = np.array([boots[r][1].reindex([0, 1]).to_numpy() for r in range(n_boot)])  # NaN when no [MASK] drawn
+    np.testing.assert_allclose(t[("[MASK]", "low")], np.nanquantile(mask, 0.05, axis=0), rtol=1e-6)
+    assert (t[("全体", "low")] <= t[("全体", "estimate")] + 1e-9).all() and (t[("全体", "estimate")] <= t[("全体", "high")] + 1e-9).all()
+    # seeded: same seed, same interval; another seed, another one
+    pd.testing.assert_frame_equal(t, mixlib.mixing_table(m, ci=0.9, n_boot=n_boot, seed=5))
+    assert not mixlib.mixing_table(m, ci=0.9, n_boot=n_boot, seed=6).equals(t)
+    for bad in (dict(ci=1.0), dict(ci=0), dict(ci="0.9"), dict(ci=0.9, n_boot=3), dict(ci=0.9, seed=-1)):
+        with pytest.raises(ValueError):
+            mixlib.mixing_table(m, **bad)
+
+
+def test_mixing_summary_bootstrap(tiny_enc):
+    texts = TEXTS + ["A, b. C, d.", "One more sentence, with a comma."]
+    m = mixlib.decompose(tiny_enc, texts, vectors=False, progress=False)
+    s = mixlib.mixing_summary(m, ci=0.8, n_boot=30, seed=1)
+    pd.testing.assert_frame_equal(s.xs("estimate", axis=1, level="stat"), mixlib.mixing_summary(m), check_names=False)
+    counts = mx.bootstrap_counts(m.n_sequences, 30, 1)
+    df = m.to_frame(["ratio"])
+    means = []
+    maxes = []
+    for r in range(30):
+        rs = _resampled_frame(df, counts[r])
+        means.append(rs["ratio"].mean() * 100)  # pooled: every token of every layer once
+        maxes.append(rs["ratio"].max() * 100)
+    assert s.loc["AttnResLn-N", ("mean", "low")] == pytest.approx(np.quantile(means, 0.1), rel=1e-6)
+    assert s.loc["AttnResLn-N", ("mean", "high")] == pytest.approx(np.quantile(means, 0.9), rel=1e-6)
+    assert s.loc["AttnResLn-N", ("max", "high")] == pytest.approx(np.quantile(maxes, 0.9), rel=1e-6)
+    assert s.loc["AttnResLn-N", ("max", "high")] <= s.loc["AttnResLn-N", ("max", "estimate")] + 1e-9
+
+
+# ---------------------------------------------------------------------------
+# conventions and the LayerNorm step by step
+# ---------------------------------------------------------------------------
+
+
+def test_mixing_conventions_against_decompose_and_naive(tiny_enc):
+    texts = TEXTS[:2]
+    batch = tokenize(tiny_enc, texts)
+    m = mixlib.decompose(tiny_enc, batch, progress=False)
+    v = mx.mixing_conventions(tiny_enc, batch, batch_size=1)
+    real = m.real.numpy()
+    # the book's convention and the LayerNorm steps against decompose (a separate implementation)
+    np.testing.assert_allclose(v.ratios["book"][:, real], m.ratio.numpy()[:, real], atol=2e-5)
+    np.testing.assert_allclose(v.ratios["full_ln"][:, real], m.ratio.numpy()[:, real], atol=2e-5)
+    np.testing.assert_allclose(v.ratios["before_ln"][:, real], m.attnres_n.numpy()[:, real], atol=2e-5)
+    # a uniform scale changes nothing
+    np.testing.assert_allclose(v.ratios["scale_only"][:, real], v.ratios["before_ln"][:, real], atol=1e-12)
+    # b_O / beta conventions from decompose's own vectors
+    for li in range(m.n_layers):
+        beta = tiny_enc.module(li, "attn_norm").bias.detach().numpy()
+        g_bo = m.bias[li].numpy() - beta  # (B, N, D)
+        mix, keep = m.mix[li].numpy(), (m.keep_attn[li] + m.keep_res[li]).numpy()
+
+        def r(a, b):
+            na, nb = np.linalg.norm(a, axis=-1), np.linalg.norm(b, axis=-1)
+            return (na / (na + nb))[real]
+
+        np.testing.assert_allclose(v.ratios["bo_to_keep"][li][real], r(mix, keep + g_bo), atol=2e-5)
+        np.testing.assert_allclose(v.ratios["bo_to_mix"][li][real], r(mix + g_bo, keep), atol=2e-5)
+        np.testing.assert_allclose(v.ratios["bias_to_keep"][li][real], r(mix, keep + g_bo + beta), atol=2e-5)
+        cosine = (mix * keep).sum(-1) / np.linalg.norm(mix, axis=-1) / np.linalg.norm(keep, axis=-1)
+        np.testing.assert_allclose(v.cosines["mix_keep"][li][real], cosine[real], atol=2e-5)
+        np.testing.assert_allclose(v.norms["out_ln"][li][real], np.linalg.norm(m.reconstruct()[li].numpy(), axis=-1)[real], rtol=1e-5)
+    # b_V W_O moved to the bias: the n x n x d way, with the value bias left out of every f_j(x_i)
+    ids = batch["input_ids"][0][batch["attention_mask"][0].bool()]
+    hidden = tiny_enc.model(input_ids=ids[None], output_hidden_states=True).hidden_states
+    H, D = tiny_enc.n_heads, tiny_enc.d_model
+    dh = D // H
+    for layer in range(tiny_enc.n_layers):
+        x = hidden[layer][0].detach()
+        n = x.shape[0]
+        mod = {r_: tiny_enc.module(layer, r_) for r_ in ("query", "key", "value", "attn_out", "attn_norm")}
+        q = F.linear(x, mod["query"].weight, mod["query"].bias).view(n, H, dh)
+        k = F.linear(x, mod["key"].weight, mod["key"].bias).view(n, H, dh)
+        v_nob = F.linear(x, mod["value"].weight).view(n, H, dh)  # no b_V
+        alpha = torch.softmax(torch.einsum("jhc,ihc->hji", q, k) / math.sqrt(dh), dim=-1)
+        w_o = mod["attn_out"].weight
+        f = torch.einsum("hji,hid->jid", alpha, torch.stack([v_nob[:, h] @ w_o[:, h * dh:(h + 1) * dh].T for h in range(H)]))
+        ctx = torch.einsum("hji,ihc->jhc", alpha, F.linear(x, mod["value"].weight, mod["value"].bias).view(n, H, dh)).reshape(n, D)
+        y = x + F.linear(ctx, w_o, mod["attn_out"].bias)
+        s = torch.sqrt(y.var(-1, unbiased=False, keepdim=True) + mod["attn_norm"].eps)
+        g = lambda z: (z - z.mean(-1, keepdim=True)) / s * mod["attn_norm"].weight  # noqa: E731
+        eye = torch.eye(n, dtype=torch.bool)
+        g_f = g(f.transpose(0, 1)).transpose(0, 1)
+        mix = g_f.masked_fill(eye[..., None], 0.0).sum(1)
+        keep = g_f[eye] + g(x)
+        expected = (mix.norm(dim=-1) / (mix.norm(dim=-1) + keep.norm(dim=-1))).detach().numpy()
+        np.testing.assert_allclose(v.ratios["bv_to_bias"][layer, 0, :n], expected, atol=2e-5)
+    # tables: per sequence, then over sequences, as mixing_table
+    t = v.table(["book", "before_ln"])
+    np.testing.assert_allclose(t["book"], mixlib.mixing_table(m)["全体"], rtol=1e-4)
+    np.testing.assert_allclose(v.table(["book"], category="[CLS]")["book"], mixlib.mixing_table(m)["[CLS]"], rtol=1e-4)
+    np.testing.assert_allclose(v.table(["mix_raw"])["mix_raw"], mixlib.mixing_table(m, metric="norm_mix")["全体"], rtol=1e-4)  # norms: not percent
+    with pytest.raises(ValueError, match="unknown field"):
+        v.table(["nope"])
+    with pytest.raises(ValueError, match="no sequence"):
+        v.table(category="[MASK]")
+    assert set(v.ratios) == set(mx.CONVENTIONS) | set(mx.LN_STEPS)
