@@ -28,6 +28,9 @@ _LAZY = {
     "mixing_table": "mixing",
     "mixing_summary": "mixing",
     "mask_tokens": "data",
+    "mask_count": "data",
+    "mixing_conventions": "mixing",
+    "MixingVariants": "mixing",
     "tokenize": "data",
     "token_categories": "data",
     # beyond the papers: token-to-token maps and other mixing measures

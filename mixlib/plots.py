@@ -237,7 +237,9 @@ def plot_mixing_by_layer(
     ----------
     table : pandas.DataFrame
         ``mixlib.mixing_table(...)``: index ``layer`` (0-based), columns 全体
-        and the categories of :data:`CATEGORY_ORDER`.
+        and the categories of :data:`CATEGORY_ORDER`. A table with a
+        confidence interval (``mixing_table(..., ci=0.95)``) is drawn with
+        its interval as a shaded band around each line.
     enc : Encoder or str
         Named in the caption.
     reference : pandas.DataFrame, optional
@@ -250,18 +252,28 @@ def plot_mixing_by_layer(
     -------
     matplotlib.figure.Figure
     """
-    panels = [(table, title or f"本書の値（{getattr(enc, 'name', model_label(enc))}）")]
+    def split_ci(tab: Any) -> tuple[Any, Any]:
+        """A table with ``(category, stat)`` columns (``mixing_table(..., ci=...)``) -> estimate, (low, high)."""
+        if getattr(tab.columns, "nlevels", 1) == 2 and "estimate" in tab.columns.get_level_values(1):
+            return tab.xs("estimate", axis=1, level=1), (tab.xs("low", axis=1, level=1), tab.xs("high", axis=1, level=1))
+        return tab, None
+
+    panels = [(*split_ci(table), title or f"本書の値（{getattr(enc, 'name', model_label(enc))}）")]
     if reference is not None:
-        panels.append((reference, reference_label))
+        panels.append((*split_ci(reference), reference_label))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.0), squeeze=False, sharey=True)
-    for ax, (tab, ttl) in zip(axes[0], panels):
+    for ax, (tab, band, ttl) in zip(axes[0], panels):
         for col in tab.columns:
             y = tab[col].to_numpy(dtype=float)
             if _np.all(_np.isnan(y)):
                 continue
             overall = col == "全体"
+            color = CATEGORY_COLORS.get(col, "#555555")
             ax.plot(tab.index, y, marker="o", ms=4 if overall else 3.5, lw=2.6 if overall else 1.5,
-                    color=CATEGORY_COLORS.get(col, "#555555"), label=col, zorder=3 if overall else 2)
+                    color=color, label=col, zorder=3 if overall else 2)
+            if band is not None:  # bootstrap interval as a shaded band
+                ax.fill_between(tab.index, band[0][col].to_numpy(dtype=float), band[1][col].to_numpy(dtype=float),
+                                color=color, alpha=0.18, lw=0, zorder=1)
         ax.set_xlabel("層（0 始まり）")
         ax.set_xticks(list(tab.index))
         ax.set_title(ttl, fontsize=10)
