@@ -13,6 +13,8 @@ figure of the default state in a normal cell) loses nothing.
   norm stretch, their tokens and psi (chapter 11).
 * :func:`token_explorer` -- a token -> its cluster and its psi in every head
   (chapter 11).
+* :func:`fill_mask_explorer` -- a sentence with ``[MASK]`` -> the top-k
+  fill-ins of the miniature BERT and of any model with an MLM head (chapter 8).
 * :func:`position_head_explorer` -- a layer and a head -> the attention that
   the position embeddings alone produce (chapter 12).
 
@@ -40,6 +42,7 @@ __all__ = [
     "head_explorer",
     "token_explorer",
     "position_head_explorer",
+    "fill_mask_explorer",
 ]
 
 
@@ -493,3 +496,64 @@ def context_explorer(enc: Any, texts: Sequence[Any] | None = None, *, example: i
         "token": _slider("受け取るトークンの位置", token, 0, 127),
     }
     return Explorer(controls, render, title=f"トークンはどこから情報を受け取るか（{enc.describe()}）")
+
+
+# ---------------------------------------------------------------------------
+# chapter 8: fill in the blank
+# ---------------------------------------------------------------------------
+
+
+def fill_mask_explorer(fillers: Mapping[str, Callable[[str, int], Any]], *, text: str = "the queen loves [MASK] crown",
+                       k: int = 5, note: str = "") -> Explorer:
+    """Type a sentence with ``[MASK]``; see the top-k fill-ins of every model side by side.
+
+    Parameters
+    ----------
+    fillers : dict of str to callable
+        Model name -> ``fill(text, k)`` returning one DataFrame per ``[MASK]``
+        (``rank``, ``token``, ``prob``), e.g. ``MiniBert.fill_mask`` or
+        ``lambda t, k: mixlib.course.minibert.fill_mask(mlm, tok, t, k=k)``.
+        Models without an MLM head are simply left out.
+    text : str
+        Initial input.
+    k : int, default 5
+        Initial number of candidates (slider 1..10).
+    note : str
+        A line under the figure (which models these are).
+
+    Returns
+    -------
+    Explorer
+        The figure (:func:`mixlib.course.minibert.plot_fill_mask`) shows the
+        first ``[MASK]``; the table lists every ``[MASK]`` of every model.
+        ``last.data`` holds ``results`` (name -> list of DataFrames) and ``text``.
+        A text without ``[MASK]`` shows a message instead.
+    """
+    import ipywidgets as widgets
+    import pandas as pd
+
+    from .course.minibert import plot_fill_mask
+
+    if not fillers:
+        raise ValueError("fillers is empty; give at least one model name -> fill(text, k) function.")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= 10:
+        raise ValueError(f"k={k!r}; give an int between 1 and 10.")
+
+    def render(text: str, k: int) -> View:
+        text = text.strip()
+        if "[MASK]" not in text:
+            raise ValueError("文に [MASK] を一つ以上入れる（例：the queen loves [MASK] crown）。")
+        results = {name: fill(text, int(k)) for name, fill in fillers.items()}
+        rows = []
+        for name, tables in results.items():
+            for i, t in enumerate(tables):
+                rows.append({"モデル": name, "穴": i + 1} | {f"{r.rank}位": f"{r.token} ({r.prob:.2f})" for r in t.itertuples()})
+        fig = plot_fill_mask({name: tables[0] for name, tables in results.items()}, text, note=note)
+        return View(figure=fig, table=pd.DataFrame(rows).set_index(["モデル", "穴"]), data={"results": results, "text": text})
+
+    controls = {
+        "text": widgets.Text(value=text, placeholder="[MASK] を含む英文", description="文", continuous_update=False,
+                             layout=widgets.Layout(width="95%")),
+        "k": _slider("候補の数", int(k), 1, 10),
+    }
+    return Explorer(controls, render, title="[MASK] の穴埋め")

@@ -145,3 +145,112 @@ def test_fill_mask_full_vocabulary_model_matches_its_logits(tokenizer):
     assert abs(float(tables[1]["prob"].iloc[0]) - float(p[best])) < 1e-6
     with pytest.raises(ValueError, match="MASK"):
         mb.fill_mask(model, tokenizer, "no blank here")
+
+
+# ---------------------------------------------------------------------------
+# whole-set cloze probes, accuracy, probe history, the MLM head behind an encoder
+# ---------------------------------------------------------------------------
+
+
+def test_cloze_probes_are_the_corpus_grammar():
+    from mixlib.course.corpus import check_sentence
+
+    pr = mb.cloze_probes()
+    counts = pr.relation.value_counts().to_dict()
+    assert counts == {"時制（手がかりは左）": 240, "代名詞（手がかりは左）": 48, "代名詞（手がかりは右）": 48, "人物（手がかりは右）": 48, "国と首都": 8}
+    assert list(dict.fromkeys(pr.relation)) != [] and set(pr.relation) == set(mb.CLOZE_RELATIONS)
+    assert (pr.text.str.count(r"\[MASK\]") == 1).all() and not pr.text.duplicated().any()
+    for r in pr.itertuples():
+        filled = r.text.replace("[MASK]", r.answer)
+        assert check_sentence(filled).agrees, filled
+    # a wrong answer breaks agreement (the probe really tests the clue)
+    swap = {"his": "her", "her": "his", "he": "she", "she": "he"}
+    for r in pr[pr.relation.str.startswith("代名詞")].itertuples():
+        assert not check_sentence(r.text.replace("[MASK]", swap[r.answer])).agrees
+
+
+def test_cloze_accuracy_matches_one_by_one_fill_mask(tokenizer):
+    from transformers import BertConfig, BertForMaskedLM
+
+    torch.manual_seed(1)
+    model = BertForMaskedLM(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1,
+                                       num_attention_heads=2, intermediate_size=32)).eval()
+    pr = mb.cloze_probes().groupby("relation").head(5)
+    acc = mb.cloze_accuracy(model, tokenizer, pr, batch_size=7)  # batches with padding
+    for r in acc.itertuples():
+        top = mb.fill_mask(model, tokenizer, r.text, k=1)[0].token.iloc[0]
+        assert r.predicted == top
+        assert r.correct == (top == r.answer)
+    # chance = share of the most frequent answer within the relation
+    for rel, grp in acc.groupby("relation"):
+        assert grp.chance.nunique() == 1
+        assert grp.chance.iloc[0] == pytest.approx(grp.answer.value_counts().max() / len(grp))
+
+
+def test_cloze_accuracy_on_a_trained_model_and_its_null(tokenizer):
+    pr = mb.cloze_probes()
+    sents = [t.replace("[MASK]", a) for t, a in zip(pr.text, pr.answer)]
+    m = mb.train_minibert(sents * 3, tokenizer, d_model=32, n_layers=1, n_heads=2, d_ff=64, steps=60, batch_size=32,
+                          lr=5e-3, warmup=10, seed=0, probes=pr, probe_every=25)
+    assert list(m.probe_history.step) == [0, 25, 50, 60]
+    assert set(m.probe_history.columns) == {"step", *mb.CLOZE_RELATIONS}
+    last = mb.cloze_accuracy(m.model, tokenizer, pr, vocab=m.vocab).groupby("relation").correct.mean()
+    assert last.to_dict() == pytest.approx(m.probe_history.iloc[-1].drop("step").to_dict())
+    # probing does not change training: same seed without probes gives the same losses
+    m2 = mb.train_minibert(sents * 3, tokenizer, d_model=32, n_layers=1, n_heads=2, d_ff=64, steps=60, batch_size=32,
+                           lr=5e-3, warmup=10, seed=0)
+    assert m2.losses == m.losses and m2.probe_history.empty
+
+
+def test_cloze_accuracy_bad_input(tokenizer):
+    from transformers import BertConfig, BertForMaskedLM
+
+    model = BertForMaskedLM(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=8, num_hidden_layers=1,
+                                       num_attention_heads=2, intermediate_size=16)).eval()
+    bad = {"no mask": ("the king loves his crown", "his"), "two masks": ("[MASK] loves [MASK] crown", "his"),
+           "multi-piece answer": ("the [MASK] is here", "unaffable")}
+    for text, answer in bad.values():
+        df = __import__("pandas").DataFrame({"relation": ["x"], "text": [text], "answer": [answer]})
+        with pytest.raises(ValueError):
+            mb.cloze_accuracy(model, tokenizer, df)
+    with pytest.raises(ValueError, match="probe_every"):
+        mb.train_minibert(["a b"], tokenizer, steps=1, probe_every=0)
+
+
+def test_load_mlm_head_only_where_the_checkpoint_has_one(tmp_path, tokenizer):
+    import mixlib
+    from transformers import BertConfig, BertForMaskedLM, BertModel
+
+    assert mb.load_mlm_head(mixlib.load_encoder("all-MiniLM-L6-v2")) is None  # packaged: no MLM head
+    cfg = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32)
+    torch.manual_seed(0)
+    with_head = BertForMaskedLM(cfg).eval()
+    with_head.save_pretrained(tmp_path / "with_head")
+    BertModel(cfg).save_pretrained(tmp_path / "no_head")
+    for d in ("with_head", "no_head"):
+        tokenizer.save_pretrained(tmp_path / d)
+    head = mb.load_mlm_head(mixlib.load_encoder(str(tmp_path / "with_head")))
+    assert head is not None and not head.training
+    text = "paris is the [MASK] of france ."
+    assert mb.fill_mask(head, tokenizer, text, k=3)[0].equals(mb.fill_mask(with_head, tokenizer, text, k=3)[0])
+    assert mb.load_mlm_head(mixlib.load_encoder(str(tmp_path / "no_head"))) is None
+
+
+def test_plot_fill_mask_one_panel_per_model(tokenizer):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from mixlib import plots
+
+    plots.setup()
+    t = pd.DataFrame({"rank": [1, 2], "token": ["his", "her"], "prob": [0.7, 0.2]})
+    fig = mb.plot_fill_mask({"a": t, "b": t.iloc[:1]}, "the king loves [MASK] crown")
+    assert [ax.get_title() for ax in fig.axes] == ["a", "b"]
+    assert [len(ax.patches) for ax in fig.axes] == [2, 1]
+    plt.close(fig)
+    with pytest.raises(ValueError):
+        mb.plot_fill_mask({}, "x")

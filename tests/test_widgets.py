@@ -193,3 +193,33 @@ def test_position_head_explorer_matches_position_attention(tiny_enc):
     assert prof.loc[0] == pytest.approx(np.diagonal(A_ln[2]).mean())
     with pytest.raises(ValueError, match="out of range"):
         widgets.position_head_explorer(tiny_enc, head=9)
+
+
+# -- chapter 8 -------------------------------------------------------------------------------------
+
+
+def test_fill_mask_explorer_shows_every_model_and_rejects_text_without_mask():
+    import pandas as pd
+
+    seen = []
+
+    def fake(name):
+        def fill(text, k):
+            seen.append((name, text, k))
+            return [pd.DataFrame({"rank": range(1, k + 1), "token": [f"{name}{i}" for i in range(k)],
+                                  "prob": [0.5 / (i + 1) for i in range(k)]}) for _ in range(text.count("[MASK]"))]
+        return fill
+
+    ex = widgets.fill_mask_explorer({"mini": fake("m"), "big": fake("b")}, text="a [MASK] b [MASK]", k=3)
+    assert set(ex.last.data["results"]) == {"mini", "big"}
+    assert ex.last.table.shape == (4, 3)  # 2 models x 2 blanks, 3 candidates
+    assert ex.last.table.loc[("big", 2), "1位"] == "b0 (0.50)"
+    assert [ax.get_title() for ax in ex.last.figure.axes] == ["mini", "big"]
+    ex.set(text="no blank here")
+    assert ex.error is not None and "[MASK]" in ex.error and ex.last.data["text"] == "a [MASK] b [MASK]"
+    ex.set(text="one [MASK]", k=2)
+    assert ex.error is None and ex.last.table.shape == (2, 2) and seen[-1] == ("b", "one [MASK]", 2)
+    with pytest.raises(ValueError, match="fillers"):
+        widgets.fill_mask_explorer({})
+    with pytest.raises(ValueError, match="k="):
+        widgets.fill_mask_explorer({"mini": fake("m")}, k=0)

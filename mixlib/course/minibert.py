@@ -15,6 +15,12 @@ Chapter 8 uses this module to show the two pre-training tasks of BERT
 * :func:`fill_mask` -- the top-k predictions for every ``[MASK]`` of a text,
   for the miniature model or for a real pre-trained MLM head
   (``AutoModelForMaskedLM``, e.g. bert-base-uncased where it can be downloaded).
+* :func:`cloze_probes` / :func:`cloze_accuracy` -- every fill-in-the-blank
+  question the grammar corpus implies, per relation, and the top-1 accuracy of
+  a model on all of them (with the majority-answer baseline as the null);
+  :func:`train_minibert` can record it during training (``probes=``).
+* :func:`load_mlm_head` -- the masked-LM model behind an encoder, or ``None``
+  when its checkpoint has no MLM head (the packaged all-MiniLM-L6-v2).
 """
 
 from __future__ import annotations
@@ -42,6 +48,11 @@ __all__ = [
     "MiniBert",
     "train_minibert",
     "fill_mask",
+    "cloze_probes",
+    "cloze_accuracy",
+    "load_mlm_head",
+    "plot_fill_mask",
+    "CLOZE_RELATIONS",
 ]
 
 #: What :func:`mlm_mask` did to each position (``MaskedBatch.action``).
@@ -271,6 +282,10 @@ class MiniBert:
         Training wall time.
     config : dict
         The arguments of :func:`train_minibert`.
+    probe_history : DataFrame
+        One row per evaluation during training (``step`` and one column of
+        top-1 accuracy per relation of the ``probes`` given to
+        :func:`train_minibert`); empty when no probes were given.
     """
 
     model: Any
@@ -278,6 +293,7 @@ class MiniBert:
     losses: list
     seconds: float
     config: dict
+    probe_history: Any = None
 
     def fill_mask(self, text: str, k: int = 5) -> list[pd.DataFrame]:
         """Top-k predictions for each ``[MASK]`` of ``text`` (see :func:`fill_mask`)."""
@@ -303,8 +319,11 @@ def train_minibert(
     lr: float = 2e-3,
     warmup: int = 100,
     rate: float = 0.15,
+    dropout: float = 0.1,
     seed: int = 0,
     threads: int = 1,
+    probes: pd.DataFrame | None = None,
+    probe_every: int = 250,
 ) -> MiniBert:
     """Train a small ``BertForMaskedLM`` with the MLM loss alone (no NSP).
 
@@ -324,10 +343,18 @@ def train_minibert(
     steps, batch_size, lr, warmup : training schedule
     rate : float
         Share of tokens chosen for prediction.
+    dropout : float, default 0.1
+        Dropout on the hidden states and the attention weights (BERT's 0.1).
     seed : int
     threads : int, default 1
         CPU threads while training (restored afterwards); a model this small
         only loses time when split over threads.
+    probes : DataFrame, optional
+        Cloze questions (:func:`cloze_probes`): their top-1 accuracy per
+        relation is measured at step 0, every ``probe_every`` steps and at the
+        end, and returned in :attr:`MiniBert.probe_history`. The time spent on
+        it is excluded from :attr:`MiniBert.seconds`.
+    probe_every : int, default 250
 
     Returns
     -------
@@ -341,9 +368,15 @@ def train_minibert(
         raise ValueError("sentences is empty; give the corpus to train on.")
     if tokenizer.mask_token_id is None:
         raise ValueError("the tokenizer has no [MASK] token; use a BERT-style (WordPiece) tokenizer.")
+    if not 0.0 <= float(dropout) < 1.0:
+        raise ValueError(f"dropout={dropout} must be in [0, 1).")
+    if probe_every < 1:
+        raise ValueError(f"probe_every={probe_every} must be a positive number of steps.")
     config = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff, max_len=max_len, steps=steps,
-                  batch_size=batch_size, lr=lr, warmup=warmup, rate=rate, seed=seed)
+                  batch_size=batch_size, lr=lr, warmup=warmup, rate=rate, dropout=dropout, seed=seed)
     t0 = time.perf_counter()
+    history: list[dict] = []
+    probe_seconds = 0.0
     with torch_threads(threads):
         torch.manual_seed(seed)
         seqs = _tokenize(tokenizer, sentences, max_len)
@@ -354,15 +387,27 @@ def train_minibert(
             data[i, : len(s)] = vocab.to_compact(torch.tensor(s))
         cfg = BertConfig(vocab_size=len(vocab), hidden_size=d_model, num_hidden_layers=n_layers, num_attention_heads=n_heads,
                          intermediate_size=d_ff, max_position_embeddings=max_len, type_vocab_size=2, pad_token_id=vocab.pad,
-                         attn_implementation="eager")
+                         hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout, attn_implementation="eager")
         model = BertForMaskedLM(cfg)
         opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / max(warmup, 1), max(0.0, (steps - s) / max(steps - warmup, 1))))
         gen = torch.Generator().manual_seed(seed)
         random_ids = torch.arange(len(vocab.special_compact), len(vocab))
         losses = []
+
+        def record(step: int) -> None:
+            nonlocal probe_seconds
+            if probes is None:
+                return
+            t = time.perf_counter()
+            acc = cloze_accuracy(model, tokenizer, probes, vocab=vocab)
+            history.append({"step": step} | acc.groupby("relation", sort=False)["correct"].mean().to_dict())
+            model.train()
+            probe_seconds += time.perf_counter() - t
+
+        record(0)
         model.train()
-        for _ in range(steps):
+        for step in range(1, steps + 1):
             idx = torch.randint(len(seqs), (batch_size,), generator=gen)
             n = int(lengths[idx].max())
             batch = data[idx, :n]  # (B, n)
@@ -376,8 +421,12 @@ def train_minibert(
             opt.step()
             sched.step()
             losses.append(float(out.loss.detach()))
+            if step % probe_every == 0 and step != steps:
+                record(step)
+        record(steps)
         model.eval()
-    return MiniBert(model=model, vocab=vocab, losses=losses, seconds=time.perf_counter() - t0, config=config)
+    return MiniBert(model=model, vocab=vocab, losses=losses, seconds=time.perf_counter() - t0 - probe_seconds, config=config,
+                    probe_history=pd.DataFrame(history))
 
 
 @torch.no_grad()
@@ -421,3 +470,199 @@ def fill_mask(model: Any, tokenizer: Any, text: str, *, k: int = 5, vocab: Compa
         tokens = vocab.to_tokens(top.indices.tolist()) if vocab is not None else tokenizer.convert_ids_to_tokens(top.indices.tolist())
         out.append(pd.DataFrame({"rank": range(1, k + 1), "token": tokens, "prob": top.values.numpy()}))
     return out
+
+
+# ---------------------------------------------------------------------------
+# whole-set cloze evaluation
+# ---------------------------------------------------------------------------
+
+#: What each relation of :func:`cloze_probes` asks, and on which side of the blank its clue stands.
+CLOZE_RELATIONS = {
+    "代名詞（手がかりは左）": "the {w} loves [MASK] {obj} -> his / her",
+    "代名詞（手がかりは右）": "[MASK] is a {w} with a {obj} -> he / she",
+    "人物（手がかりは右）": "the [MASK] loves {his} {obj} -> the person of that pair and gender",
+    "時制（手がかりは左）": "yesterday / every day ... {subj} [MASK] {obj} -> the verb form",
+    "国と首都": "the capital of {country} is [MASK] -> its capital",
+}
+
+
+def cloze_probes() -> pd.DataFrame:
+    """Every fill-in-the-blank question the grammar corpus implies, for five relations.
+
+    The questions are the corpus's own templates (:mod:`mixlib.course.corpus`)
+    with one word blanked, over *all* the corpus's people, objects, verbs,
+    subjects and countries -- a complete set, not picked examples:
+
+    * 代名詞（手がかりは左）: ``the {w} loves [MASK] {obj}`` -> his / her (16 x 3);
+    * 代名詞（手がかりは右）: ``[MASK] is a {w} with a {obj}`` -> he / she (16 x 3);
+    * 人物（手がかりは右）: ``the [MASK] loves {his} {obj}`` -> the person (16 x 3);
+    * 時制（手がかりは左）: the six tense templates x 4 subjects x 10 verbs (240);
+    * 国と首都: ``the capital of {country} is [MASK]`` (8).
+
+    Returns
+    -------
+    DataFrame with ``relation``, ``text`` (with ``[MASK]``) and ``answer``.
+    """
+    from .corpus import COUNTRIES, GENDER_WORDS, PERSON_PAIRS, VERBS
+
+    rel = list(CLOZE_RELATIONS)
+    rows = []
+    for male, female, objects in PERSON_PAIRS:
+        for w, gender in ((male, "male"), (female, "female")):
+            he, his = GENDER_WORDS[gender]
+            for obj in objects:
+                rows.append((rel[0], f"the {w} loves [MASK] {obj}", his))
+                rows.append((rel[1], f"[MASK] is a {w} with a {obj}", he))
+                rows.append((rel[2], f"the [MASK] loves {his} {obj}", w))
+    cues = {"present": ("every day {s} [MASK] {o}", "{s} usually [MASK] {o}", "{s} often [MASK] {o}"),
+            "past": ("yesterday {s} [MASK] {o}", "last night {s} [MASK] {o}", "{s} already [MASK] {o}")}
+    for present, past, obj in VERBS:
+        for tense, form in (("present", present), ("past", past)):
+            for template in cues[tense]:
+                for subj in ("i", "we", "you", "they"):
+                    rows.append((rel[3], template.format(s=subj, o=obj), form))
+    for country, capital, _ in COUNTRIES:
+        rows.append((rel[4], f"the capital of {country} is [MASK]", capital))
+    return pd.DataFrame(rows, columns=["relation", "text", "answer"])
+
+
+@torch.no_grad()
+def cloze_accuracy(model: Any, tokenizer: Any, probes: pd.DataFrame, *, vocab: CompactVocab | None = None,
+                   batch_size: int = 256) -> pd.DataFrame:
+    """Top-1 fill-in of every probe (one ``[MASK]`` each) and whether it is the answer.
+
+    Parameters
+    ----------
+    model : masked-LM model (``BertForMaskedLM``) over ``vocab`` (compact) or the tokenizer's vocabulary.
+    tokenizer : its WordPiece tokenizer.
+    probes : DataFrame with ``relation``, ``text`` and ``answer`` (:func:`cloze_probes`).
+    vocab : CompactVocab, optional
+        For a :class:`MiniBert` model.
+    batch_size : int
+
+    Returns
+    -------
+    DataFrame
+        ``probes`` plus ``predicted`` (the top-1 token), ``correct`` (bool) and
+        ``chance`` -- the accuracy of always answering the relation's most
+        frequent answer (the null a model must beat: it knows the answer set
+        but not the clue).
+
+    Raises
+    ------
+    ValueError
+        A text without exactly one ``[MASK]``, or an answer that is not a single
+        token of the vocabulary.
+    """
+    if probes.empty:
+        raise ValueError("probes is empty; build them with cloze_probes().")
+    texts = list(probes["text"])
+    answers = []
+    for a in probes["answer"]:
+        ids = tokenizer(str(a), add_special_tokens=False)["input_ids"]
+        if len(ids) != 1 or (vocab is not None and ids[0] not in vocab._index):
+            raise ValueError(f"answer {a!r} is not one token of the model's vocabulary; a cloze answer must be.")
+        answers.append(ids[0])
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    predicted = []
+    for start in range(0, len(texts), batch_size):
+        enc = tokenizer(texts[start:start + batch_size], padding=True, return_tensors="pt")
+        ids = enc["input_ids"]  # (B, N)
+        n_mask = (ids == tokenizer.mask_token_id).sum(1)
+        if not bool((n_mask == 1).all()):
+            bad = texts[start + int((n_mask != 1).nonzero()[0])]
+            raise ValueError(f"{bad!r} must contain exactly one {tokenizer.mask_token}.")
+        model_ids = vocab.to_compact(ids) if vocab is not None else ids
+        logits = model(input_ids=model_ids.to(device), attention_mask=enc["attention_mask"].to(device)).logits  # (B, N, V)
+        at = (ids == tokenizer.mask_token_id).to(device)
+        top = logits[at].argmax(-1).cpu()  # (B,)
+        predicted += [vocab.ids[int(t)] for t in top] if vocab is not None else top.tolist()
+    if was_training:
+        model.train()
+    out = probes.reset_index(drop=True).copy()
+    out["predicted"] = tokenizer.convert_ids_to_tokens(predicted)
+    out["correct"] = [p == a for p, a in zip(predicted, answers)]
+    out["chance"] = out.groupby("relation")["answer"].transform(lambda s: s.value_counts().iloc[0] / len(s))
+    return out
+
+
+def load_mlm_head(enc: Any) -> Any | None:
+    """The masked-LM model behind ``enc``, or ``None`` when its checkpoint has no MLM head.
+
+    Loads ``AutoModelForMaskedLM`` from where ``enc`` came from (the hub, the
+    Hugging Face cache, a local folder or the packaged model) without touching
+    the network unless ``enc`` itself came from the hub. A checkpoint saved
+    without the head (the packaged all-MiniLM-L6-v2, any sentence-transformers
+    model) would load with a *randomly initialised* head; this function checks
+    the loading report and returns ``None`` in that case instead of a model
+    that predicts noise.
+
+    Parameters
+    ----------
+    enc : mixlib.models.Encoder
+
+    Returns
+    -------
+    transformers model in eval mode, on ``enc.device``, or None.
+    """
+    import logging
+
+    from transformers import AutoModelForMaskedLM
+    from transformers.utils import logging as hf_logging
+
+    if getattr(enc, "source", None) == "packaged":
+        from mixlib.models import packaged_model_dir
+
+        where = str(packaged_model_dir())
+    else:
+        where = getattr(enc.model.config, "_name_or_path", "") or enc.name
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity(logging.ERROR)  # the "newly initialized" warning is what we check ourselves
+    try:
+        model, info = AutoModelForMaskedLM.from_pretrained(where, local_files_only=enc.source != "hub", output_loading_info=True)
+    except (OSError, ValueError, KeyError):
+        return None
+    finally:
+        hf_logging.set_verbosity(level)
+    missing = [k for k in info.get("missing_keys", []) if "predictions" in k or k.startswith(("cls.", "lm_head", "vocab_"))]
+    if missing:
+        return None
+    return model.to(enc.device).eval()
+
+
+def plot_fill_mask(tables: "dict[str, pd.DataFrame]", text: str, *, note: str = "") -> Any:
+    """Bar charts of the top-k fill-ins of one ``[MASK]``, one panel per model.
+
+    Parameters
+    ----------
+    tables : dict of str to DataFrame
+        Model name -> the ``fill_mask`` table of the blank to draw (``token``, ``prob``).
+    text : str
+        The input, written in the title.
+    note : str
+        A line under the panels (e.g. which models these are).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    import matplotlib.pyplot as plt
+
+    if not tables:
+        raise ValueError("tables is empty; give at least one model's fill-in table.")
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.6 * len(tables), 0.42 * max(len(t) for t in tables.values()) + 1.6),
+                             squeeze=False)
+    for ax, (name, table) in zip(axes[0], tables.items()):
+        ax.barh(range(len(table)), table["prob"].to_numpy(), color="#2ca02c")
+        ax.set_yticks(range(len(table)), list(table["token"]))
+        ax.invert_yaxis()
+        ax.set(xlim=(0, 1), xlabel="確率", title=name)
+        for y, p in enumerate(table["prob"].to_numpy()):
+            ax.text(min(float(p) + 0.02, 0.85), y, f"{float(p):.2f}", va="center", fontsize=8)
+    fig.suptitle(f"「{text}」の [MASK] の穴埋め（上位 {max(len(t) for t in tables.values())} 個）", fontsize=11)
+    fig.tight_layout()
+    if note:
+        fig.text(0.5, -0.02, note, ha="center", va="top", fontsize=9, color="#444444")
+    return fig
