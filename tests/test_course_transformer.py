@@ -158,3 +158,28 @@ def test_trace_shapes_lists_heads():
     table = tf.trace_shapes(model, torch.ones(2, 10, dtype=torch.long), torch.ones(2, 6, dtype=torch.long))
     row = table[table.module == "decoder.0.cross_attn"].iloc[0]
     assert row.output == (2, 6, 32) and row.weights == (2, 4, 6, 10)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_layer_equals_torch_transformer_encoder_layer(norm_first):
+    """Post-LN and pre-LN encoder layers against torch.nn.TransformerEncoderLayer with the same weights."""
+    torch.manual_seed(1)
+    d, h, ff = 16, 4, 40
+    ours = tf.EncoderLayer(d, h, ff, dropout=0.0, norm_first=norm_first).eval()
+    with torch.no_grad():
+        for p in ours.parameters():
+            p.normal_(0, 0.3)
+    ref = nn.TransformerEncoderLayer(d, h, ff, dropout=0.0, batch_first=True, norm_first=norm_first).eval()
+    mha = ours.self_attn.to_torch()
+    with torch.no_grad():
+        ref.self_attn.load_state_dict(mha.state_dict())
+        for a, b in ((ref.linear1, ours.ffn.lin1), (ref.linear2, ours.ffn.lin2), (ref.norm1, ours.norm1), (ref.norm2, ours.norm2)):
+            a.weight.copy_(b.weight)
+            a.bias.copy_(b.bias)
+        x = torch.randn(3, 7, d)
+        keep = torch.ones(3, 7, dtype=torch.bool)
+        keep[2, 5:] = False
+        got = ours(x, keep[:, None, None, :])
+        want = ref(x, src_key_padding_mask=~keep)
+    # padded query rows are meaningless (and torch's fast path may zero them); compare real positions
+    assert torch.allclose(got[keep], want[keep], atol=1e-5)

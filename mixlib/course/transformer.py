@@ -225,17 +225,29 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    """Post-LN encoder layer: ``x = LN(x + SelfAttn(x))``, then ``x = LN(x + FFN(x))``."""
+    """Post-LN encoder layer: ``x = LN(x + SelfAttn(x))``, then ``x = LN(x + FFN(x))``.
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1):
+    ``norm_first=True`` gives the pre-LN form used by GPT-2 and most later
+    models (Xiong et al., 2020): ``x = x + SelfAttn(LN(x))``, then
+    ``x = x + FFN(LN(x))`` -- the residual stream itself is never normalised.
+    Chapter 6 compares the two; the book's models are post-LN.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, *, norm_first: bool = False):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ffn = FeedForward(d_model, d_ff, dropout)
         self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
+        self.norm_first = bool(norm_first)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """x (B, N, D), mask (B, 1, 1, N) -> (B, N, D)."""
+        if self.norm_first:
+            h = self.norm1(x)
+            a, _ = self.self_attn(h, h, h, mask)
+            x = x + self.dropout(a)
+            return x + self.dropout(self.ffn(self.norm2(x)))
         a, _ = self.self_attn(x, x, x, mask)
         x = self.norm1(x + self.dropout(a))
         return self.norm2(x + self.dropout(self.ffn(x)))
