@@ -150,7 +150,7 @@ def test_train_small_run_history_and_generation_lengths(poems):
     cfg = hy.ChihayaConfig(d_model=16, n_heads=2, d_ff=32, epochs=2, batch_size=10, held_out=3, seed=1)
     run = hy.train_chihaya(poems.iloc[:12].reset_index(drop=True), cfg)
     h = run.history
-    assert list(h.columns) == ["epoch", "split", "loss", "tf_char", "gen_exact", "gen_char"]
+    assert list(h.columns) == ["epoch", "split", "loss", "tf_char", "tf_poem", "gen_exact", "gen_char"]
     assert len(h) == 4 and set(h.split) == {"train", "heldout"}
     g = run.final("heldout")
     assert len(g) == 3 and (g.pred.str.len() <= cfg.max_len).all()
@@ -163,3 +163,76 @@ def test_leaky_setting_scores_high_under_teacher_forcing_but_cannot_generate(poe
     last = hy.train_chihaya(small, cfg).history.iloc[-1]
     assert last.tf_char > 0.9  # it copies the character it is shown
     assert last.gen_exact == 0.0 and last.gen_char < 0.2  # at generation time there is nothing to copy
+
+
+# ---------------------------------------------------------------------------
+# the lecture's framing, whole-poem teacher-forced accuracy, k-fold, kimari-ji
+# ---------------------------------------------------------------------------
+
+
+def test_lecture_framing_puts_bos_in_both_input_and_target(poems):
+    vocab = hy.CharVocab.from_texts(list(poems.kami) + list(poems.shimo))
+    d = hy.encode_pairs(vocab, ["あい"], ["うえ"], shift=False, bos_in_target=True)
+    want = [vocab.bos_id, vocab.stoi["う"], vocab.stoi["え"], vocab.eos_id]
+    assert d["target"][0].tolist() == want and d["dec_in"][0].tolist() == want
+    with pytest.raises(ValueError, match="shift=False"):
+        hy.encode_pairs(vocab, ["あい"], ["うえ"], shift=True, bos_in_target=True)
+    cfg = hy.lecture_config()
+    assert (cfg.batch_size, cfg.lr, cfg.d_ff, cfg.schedule, cfg.shift, cfg.bos_in_target) == (1, 1e-3, 32, "constant", False, True)
+    with pytest.raises(ValueError, match="schedule"):
+        hy.ChihayaConfig(schedule="linear")
+
+
+def test_tf_poem_counts_whole_poems_and_tf_pred_is_aligned(poems):
+    small = poems.iloc[:6].reset_index(drop=True)
+    cfg = hy.ChihayaConfig(d_model=16, n_heads=2, d_ff=32, epochs=2, batch_size=3, eval_every=2)
+    run = hy.train_chihaya(small, cfg)
+    g = run.generations["train"]
+    assert (g.tf_pred.str.len() == g.gold.str.len()).all()
+    assert (g[g.epoch == 1].pred == "").all()  # epoch 1 skipped by eval_every
+    assert run.history.gen_exact.isna().tolist() == [True, False]
+    # whole-poem accuracy, recomputed independently from the model's teacher-forced argmax
+    d = hy.encode_pairs(run.vocab, list(small.kami), list(small.shimo))
+    with torch.no_grad():
+        pred = run.model(d["src"], d["dec_in"]).argmax(-1)
+    real = d["target"] != run.vocab.pad_id
+    want = sum(bool((pred[i][real[i]] == d["target"][i][real[i]]).all()) for i in range(len(small))) / len(small)
+    assert run.history.iloc[-1].tf_poem == pytest.approx(want)
+    # tf_pred matches the argmax at the character positions
+    chars = d["target"] > run.vocab.eos_id
+    aligned = ["".join(run.vocab.itos[j] if j > 3 else "？" for j in p[c].tolist()) for p, c in zip(pred, chars)]
+    assert g[g.epoch == 2].tf_pred.tolist() == aligned
+
+
+def test_kfold_holds_out_every_poem_exactly_once(poems):
+    small = poems.iloc[:9].reset_index(drop=True)
+    cfg = hy.ChihayaConfig(d_model=16, n_heads=2, d_ff=32, epochs=1, batch_size=4)
+    out = hy.kfold_heldout(small, cfg, k=3)
+    assert sorted(out.number.tolist()) == small.number.tolist()
+    assert out.groupby("fold").size().tolist() == [3, 3, 3]
+    with pytest.raises(ValueError, match="k must"):
+        hy.kfold_heldout(small, cfg, k=1)
+    with pytest.raises(ValueError, match="heldout_idx"):
+        hy.train_chihaya(small, cfg, heldout_idx=[0, 0])
+
+
+def test_kimariji_lengths_against_brute_force(poems):
+    kami = list(poems.kami)
+    got = hy.kimariji_lengths(kami)
+    for i, k in enumerate(kami):  # brute force: the shortest prefix no other phrase starts with
+        n = next(n for n in range(1, len(k) + 1) if sum(o.startswith(k[:n]) for o in kami) == 1)
+        assert got[i] == n
+    assert hy.kimariji_lengths(["あいう", "あえお", "か"]) == [2, 2, 1]
+    with pytest.raises(ValueError, match="prefix"):
+        hy.kimariji_lengths(["あい", "あいう"])
+
+
+def test_prefix_generations_locked_means_correct_from_here_on(poems):
+    small = poems.iloc[:5].reset_index(drop=True)
+    cfg = hy.ChihayaConfig(d_model=16, n_heads=2, d_ff=32, epochs=1, batch_size=5)
+    run = hy.train_chihaya(small, cfg)
+    df = hy.prefix_generations(run.model, run.vocab, list(small.kami), list(small.shimo))
+    assert df.groupby("poem").n.max().tolist() == small.kami.str.len().tolist()
+    for _, g in df.groupby("poem"):
+        c = g.correct.to_numpy()
+        assert g.locked.tolist() == [bool(c[i:].all()) for i in range(len(c))]

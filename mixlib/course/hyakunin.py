@@ -48,10 +48,14 @@ __all__ = [
     "char_accuracy",
     "score_generations",
     "ChihayaConfig",
+    "lecture_config",
     "ChihayaRun",
     "train_chihaya",
     "render_errors",
     "char_frequency",
+    "kimariji_lengths",
+    "prefix_generations",
+    "kfold_heldout",
 ]
 
 #: Columns of ``data/hyakunin_isshu.tsv``.
@@ -242,7 +246,7 @@ def _pad(seqs: Sequence[Sequence[int]], pad_id: int) -> torch.Tensor:
     return out
 
 
-def encode_pairs(vocab: CharVocab, kami: Sequence[str], shimo: Sequence[str], *, shift: bool = True, max_len: int = 22) -> dict[str, torch.Tensor]:
+def encode_pairs(vocab: CharVocab, kami: Sequence[str], shimo: Sequence[str], *, shift: bool = True, bos_in_target: bool = False, max_len: int = 22) -> dict[str, torch.Tensor]:
     """Tensors for teacher forcing.
 
     Parameters
@@ -256,6 +260,9 @@ def encode_pairs(vocab: CharVocab, kami: Sequence[str], shimo: Sequence[str], *,
         (:func:`mixlib.course.transformer.shift_right`). False reproduces the
         lecture's leaky setting: the decoder reads the very sequence it must
         predict, ``y_1 ... y_T <eos>``.
+    bos_in_target : bool, default False
+        Only with ``shift=False``: the lecture's framing as it ran, where the
+        decoder reads *and* must predict ``<bos> y_1 ... y_T <eos>``.
     max_len : int, default 22
         Longest sequence allowed (the model's ``max_len``).
 
@@ -267,8 +274,10 @@ def encode_pairs(vocab: CharVocab, kami: Sequence[str], shimo: Sequence[str], *,
 
     if len(kami) != len(shimo) or not len(kami):
         raise ValueError(f"kami and shimo must be non-empty and of equal length, got {len(kami)} and {len(shimo)}.")
+    if shift and bos_in_target:
+        raise ValueError("bos_in_target=True is the lecture's unshifted framing; use it with shift=False.")
     src = _pad([vocab.encode(k, eos=True) for k in kami], vocab.pad_id)  # (B, N)
-    target = _pad([vocab.encode(s, eos=True) for s in shimo], vocab.pad_id)  # (B, T)
+    target = _pad([vocab.encode(s, bos=bos_in_target, eos=True) for s in shimo], vocab.pad_id)  # (B, T)
     for name, t in (("upper phrase", src), ("lower phrase", target)):
         if t.shape[1] > max_len:
             raise ValueError(f"an encoded {name} has {t.shape[1]} tokens, more than max_len={max_len}.")
@@ -312,9 +321,17 @@ class ChihayaConfig:
     """Everything that defines one training run of chapter 7.
 
     The defaults are the lecture's model: 1 layer, d_model 32, 4 heads, max length 22.
-    The learning rate rises linearly for ``warmup`` steps, then decays to 0
-    along a half cosine over the remaining steps. ``dropout=0`` because the
-    task is memorisation: dropout 0.1 slows it down several times.
+    With ``schedule="warmup_cosine"`` the learning rate rises linearly for
+    ``warmup`` steps, then decays to 0 along a half cosine over the remaining
+    steps; ``schedule="constant"`` keeps ``lr`` throughout (the lecture's
+    set-up). ``dropout=0`` because the task is memorisation: dropout 0.1 slows
+    it down several times.
+
+    ``shift=False`` feeds the decoder the very sequence it must predict;
+    with ``bos_in_target=True`` as well, that sequence is ``<bos> y <eos>``
+    (the lecture's framing as it ran). :func:`lecture_config` returns the
+    lecture's whole set-up. ``eval_every`` > 1 generates (the costly part of
+    the per-epoch scores) only every that many epochs and at the last one.
     """
 
     d_model: int = 32
@@ -330,6 +347,26 @@ class ChihayaConfig:
     shift: bool = True
     held_out: int = 0
     seed: int = 0
+    bos_in_target: bool = False
+    schedule: str = "warmup_cosine"
+    eval_every: int = 1
+
+    def __post_init__(self) -> None:
+        if self.schedule not in ("warmup_cosine", "constant"):
+            raise ValueError(f"schedule must be 'warmup_cosine' or 'constant', got {self.schedule!r}.")
+        if self.shift and self.bos_in_target:
+            raise ValueError("bos_in_target=True needs shift=False (it is the lecture's unshifted framing).")
+        if self.eval_every < 1 or self.epochs < 1 or self.batch_size < 1:
+            raise ValueError("epochs, batch_size and eval_every must be positive.")
+
+
+def lecture_config(**changes) -> ChihayaConfig:
+    """The lecture's set-up as it ran: target ``<bos> y <eos>`` fed unshifted, batch 1
+    (100 updates per epoch on 100 poems), Adam with a constant lr 1e-3, d_ff 32,
+    1 layer, d_model 32, 4 heads, max length 22. ``changes`` override fields
+    (e.g. ``shift=True, bos_in_target=False`` for the same schedule with the shift)."""
+    base = dict(d_ff=32, batch_size=1, lr=1e-3, schedule="constant", warmup=0, shift=False, bos_in_target=True, epochs=10)
+    return ChihayaConfig(**(base | changes))
 
 
 @dataclass(frozen=True)
@@ -345,11 +382,16 @@ class ChihayaRun:
     history : pandas.DataFrame
         One row per epoch and split (``train``/``heldout``): ``loss`` (train
         loss of the epoch), ``tf_char`` (character accuracy of the argmax under
-        teacher forcing), ``gen_exact`` and ``gen_char`` (exact match and
-        character accuracy of greedily *generated* lower phrases).
+        teacher forcing), ``tf_poem`` (share of poems whose every target token,
+        specials included, is the argmax under teacher forcing: the lecture's
+        正解率), ``gen_exact`` and ``gen_char`` (exact match and character
+        accuracy of greedily *generated* lower phrases; NaN at epochs skipped
+        by ``eval_every``).
     generations : dict
         ``{split: DataFrame}`` with one row per epoch and poem: ``epoch``,
-        ``number``, ``gold``, ``pred``.
+        ``number``, ``gold``, ``pred`` (generated; "" at skipped epochs) and
+        ``tf_pred`` (the teacher-forced argmax at each character of ``gold``,
+        aligned with it; a special token predicted there shows as ``？``).
     train_idx, heldout_idx : ndarray
         Row indices of the poems in each split.
     seconds : float
@@ -382,14 +424,20 @@ def _generate(model, vocab: CharVocab, src: torch.Tensor) -> list[str]:
 
 
 @torch.no_grad()
-def _teacher_forced_char(model, batch: dict[str, torch.Tensor], pad_id: int) -> float:
+def _teacher_forced(model, batch: dict[str, torch.Tensor], vocab: CharVocab) -> tuple[float, float, list[str]]:
+    """Character accuracy, whole-poem accuracy and the aligned per-character argmax under teacher forcing."""
     model.eval()
     pred = model(batch["src"], batch["dec_in"]).argmax(-1)  # (B, T)
-    real = batch["target"] != pad_id
-    return float((pred == batch["target"])[real].float().mean())
+    tgt = batch["target"]
+    real = tgt != vocab.pad_id
+    hit = (pred == tgt) | ~real
+    chars = tgt > vocab.eos_id  # positions that hold a character of the lower phrase
+    aligned = ["".join(vocab.itos[i] if i > vocab.unk_id else "？" for i in p[c].tolist()) for p, c in zip(pred, chars)]
+    return float((pred == tgt)[real].float().mean()), float(hit.all(dim=1).float().mean()), aligned
 
 
-def train_chihaya(poems: pd.DataFrame, config: ChihayaConfig = ChihayaConfig(), *, vocab: CharVocab | None = None, verbose: bool = False) -> ChihayaRun:
+def train_chihaya(poems: pd.DataFrame, config: ChihayaConfig = ChihayaConfig(), *, vocab: CharVocab | None = None,
+                  heldout_idx: Sequence[int] | None = None, verbose: bool = False) -> ChihayaRun:
     """Train the upper-phrase -> lower-phrase Transformer and score it after every epoch.
 
     Training uses teacher forcing (cross-entropy on every target character,
@@ -407,6 +455,9 @@ def train_chihaya(poems: pd.DataFrame, config: ChihayaConfig = ChihayaConfig(), 
     vocab : CharVocab, optional
         Default: built from all 100 poems (a held-out poem's characters are
         known, its text is not trained on).
+    heldout_idx : sequence of int, optional
+        Row indices to hold out, overriding ``config.held_out`` (used by
+        :func:`kfold_heldout`).
     verbose : bool, default False
         Print one line per epoch.
 
@@ -418,28 +469,40 @@ def train_chihaya(poems: pd.DataFrame, config: ChihayaConfig = ChihayaConfig(), 
     from .transformer import torch_threads
 
     with torch_threads(1):
-        return _train_chihaya(poems, config, vocab, verbose)
+        return _train_chihaya(poems, config, vocab, heldout_idx, verbose)
 
 
-def _train_chihaya(poems: pd.DataFrame, config: ChihayaConfig, vocab: CharVocab | None, verbose: bool) -> ChihayaRun:
+def _train_chihaya(poems: pd.DataFrame, config: ChihayaConfig, vocab: CharVocab | None, heldout_idx, verbose: bool) -> ChihayaRun:
     from .transformer import Seq2SeqTransformer
 
     t0 = time.perf_counter()
     torch.manual_seed(config.seed)
     vocab = vocab or CharVocab.from_texts(list(poems["kami"]) + list(poems["shimo"]))
-    train_idx, held_idx = split_poems(len(poems), config.held_out, config.seed)
+    if heldout_idx is None:
+        train_idx, held_idx = split_poems(len(poems), config.held_out, config.seed)
+    else:
+        held_idx = np.sort(np.asarray(heldout_idx, dtype=int))
+        if len(set(held_idx.tolist())) != len(held_idx) or (len(held_idx) and not 0 <= held_idx.min() <= held_idx.max() < len(poems)):
+            raise ValueError(f"heldout_idx must be distinct row indices in 0..{len(poems) - 1}.")
+        train_idx = np.setdiff1d(np.arange(len(poems)), held_idx)
+        if not len(train_idx):
+            raise ValueError("heldout_idx leaves no poem to train on.")
     splits = {"train": train_idx} | ({"heldout": held_idx} if len(held_idx) else {})
     data = {
-        name: encode_pairs(vocab, list(poems["kami"].iloc[idx]), list(poems["shimo"].iloc[idx]), shift=config.shift, max_len=config.max_len)
+        name: encode_pairs(vocab, list(poems["kami"].iloc[idx]), list(poems["shimo"].iloc[idx]), shift=config.shift,
+                           bos_in_target=config.bos_in_target, max_len=config.max_len)
         for name, idx in splits.items()
     }
     model = Seq2SeqTransformer(len(vocab), len(vocab), d_model=config.d_model, n_heads=config.n_heads, n_layers=config.n_layers,
                                d_ff=config.d_ff, max_len=config.max_len, dropout=config.dropout, pad_id=vocab.pad_id)
     opt = torch.optim.Adam(model.parameters(), lr=config.lr, betas=(0.9, 0.98))
     total = config.epochs * math.ceil(len(train_idx) / config.batch_size)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / max(config.warmup, 1)) * 0.5 * (1 + math.cos(math.pi * min(s, total) / total))
-    )
+    if config.schedule == "constant":
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    else:
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: min(1.0, (s + 1) / max(config.warmup, 1)) * 0.5 * (1 + math.cos(math.pi * min(s, total) / total))
+        )
     loss_fn = torch.nn.CrossEntropyLoss(ignore_index=vocab.pad_id)
     gen = torch.Generator().manual_seed(config.seed)
     train = data["train"]
@@ -458,21 +521,93 @@ def _train_chihaya(poems: pd.DataFrame, config: ChihayaConfig, vocab: CharVocab 
             sched.step()
             losses.append(float(loss.detach()))
         model.eval()
+        generate = epoch % config.eval_every == 0 or epoch == config.epochs
         for name, idx in splits.items():
             golds = list(poems["shimo"].iloc[idx])
-            preds = _generate(model, vocab, data[name]["src"])
-            sc = score_generations(preds, golds)
-            rows.append({"epoch": epoch, "split": name, "loss": float(np.mean(losses)),
-                         "tf_char": _teacher_forced_char(model, data[name], vocab.pad_id),
+            preds = _generate(model, vocab, data[name]["src"]) if generate else [""] * len(golds)
+            sc = score_generations(preds, golds) if generate else {"exact": float("nan"), "char": float("nan")}
+            tf_char, tf_poem, tf_pred = _teacher_forced(model, data[name], vocab)
+            rows.append({"epoch": epoch, "split": name, "loss": float(np.mean(losses)), "tf_char": tf_char, "tf_poem": tf_poem,
                          "gen_exact": sc["exact"], "gen_char": sc["char"]})
-            gens[name].append(pd.DataFrame({"epoch": epoch, "number": poems["number"].iloc[idx].to_numpy(), "gold": golds, "pred": preds}))
+            gens[name].append(pd.DataFrame({"epoch": epoch, "number": poems["number"].iloc[idx].to_numpy(), "gold": golds, "pred": preds,
+                                            "tf_pred": tf_pred}))
         if verbose:
             r = rows[-len(splits)]
-            print(f"epoch {epoch:3d}  loss {r['loss']:.4f}  teacher-forced char {r['tf_char']:.3f}  generated exact {r['gen_exact']:.3f}  char {r['gen_char']:.3f}")
+            print(f"epoch {epoch:3d}  loss {r['loss']:.4f}  teacher-forced char {r['tf_char']:.3f} poem {r['tf_poem']:.3f}  "
+                  f"generated exact {r['gen_exact']:.3f}  char {r['gen_char']:.3f}")
     model.eval()
     return ChihayaRun(model=model, vocab=vocab, config=config, history=pd.DataFrame(rows),
                       generations={k: pd.concat(v, ignore_index=True) for k, v in gens.items()},
                       train_idx=train_idx, heldout_idx=held_idx, seconds=time.perf_counter() - t0)
+
+
+def kfold_heldout(poems: pd.DataFrame, config: ChihayaConfig, k: int = 10, *, vocab: CharVocab | None = None) -> pd.DataFrame:
+    """Train ``k`` models, each holding out one of ``k`` disjoint folds, so every poem is held out exactly once.
+
+    The folds come from one random permutation (``config.seed``); each run
+    uses ``config`` (its ``held_out`` is ignored). Returns one row per poem:
+    ``fold``, ``number``, ``gold``, ``pred`` (generated by the model that
+    never trained on it), ``exact``, ``char``, and ``train_exact`` (that
+    model's exact-match rate on its own training poems).
+    """
+    n = len(poems)
+    if not 2 <= k <= n:
+        raise ValueError(f"k must be in 2..{n}, got {k}.")
+    folds = np.array_split(np.random.default_rng(config.seed).permutation(n), k)
+    vocab = vocab or CharVocab.from_texts(list(poems["kami"]) + list(poems["shimo"]))
+    out = []
+    for f, held in enumerate(folds):
+        run = train_chihaya(poems, config, vocab=vocab, heldout_idx=held)
+        g = run.final("heldout").assign(fold=f, train_exact=float(run.final("train").exact.mean()))
+        out.append(g[["fold", "number", "gold", "pred", "exact", "char", "train_exact"]])
+    return pd.concat(out, ignore_index=True).sort_values("number").reset_index(drop=True)
+
+
+def kimariji_lengths(kami: Sequence[str]) -> list[int]:
+    """For each upper phrase, how many leading characters single it out among all of ``kami`` (spaces ignored).
+
+    This is the 決まり字 counted in written kana (competitive karuta counts
+    sounds, so を and お are the same there). Raises if one phrase is a prefix
+    of another (no prefix would single it out).
+    """
+    texts = [k.replace(" ", "") for k in kami]
+    out = []
+    for i, t in enumerate(texts):
+        others = [o for j, o in enumerate(texts) if j != i]
+        n = 1
+        while n <= len(t) and any(o.startswith(t[:n]) for o in others):
+            n += 1
+        if n > len(t):
+            raise ValueError(f"upper phrase {t!r} is a prefix of another one; it has no 決まり字.")
+        out.append(n)
+    return out
+
+
+@torch.no_grad()
+def prefix_generations(model, vocab: CharVocab, kami: Sequence[str], shimo: Sequence[str]) -> pd.DataFrame:
+    """Generate the lower phrase from every prefix ``kami[i][:n]`` (n = 1 .. full length) of every upper phrase.
+
+    Returns one row per poem and prefix: ``poem`` (row index), ``n``,
+    ``pred``, ``correct`` (pred equals the lower phrase), and ``locked``:
+    True when this prefix and every longer one give the right lower phrase.
+    """
+    from .transformer import greedy_decode, torch_threads
+
+    texts = [k.replace(" ", "") for k in kami]
+    golds = [s.replace(" ", "") for s in shimo]
+    rows = []
+    with torch_threads(1):
+        for n in range(1, max(len(t) for t in texts) + 1):
+            idx = [i for i, t in enumerate(texts) if len(t) >= n]
+            src = _pad([vocab.encode(texts[i][:n], eos=True) for i in idx], vocab.pad_id)
+            out = greedy_decode(model, src, bos_id=vocab.bos_id, eos_id=vocab.eos_id)
+            for i, ids in zip(idx, out.tolist()):
+                pred = vocab.decode(ids)
+                rows.append({"poem": i, "n": n, "pred": pred, "correct": pred == golds[i]})
+    df = pd.DataFrame(rows).sort_values(["poem", "n"]).reset_index(drop=True)
+    # locked: correct here and at every longer prefix (reverse cumulative AND within each poem)
+    df["locked"] = df[::-1].groupby("poem").correct.cummin()[::-1].astype(bool)
+    return df
 
 
 # ---------------------------------------------------------------------------
