@@ -383,42 +383,43 @@ def cluster_vocab(
     from . import cache as _cache
 
     key = _kmeans_key(enc.name, E, k, seed, n_init, max_iter, threads, init)
-    stored = None
-    if cache:
-        stored = _cache.read_arrays(
-            "clusters",
-            key,
-            {"labels": ((V,), "iu"), "centroids": ((k, D), "f"), "inertia": ((), "f"), "n_iter": ((), "iu"), "seconds": ((), "f")},
-            check=lambda a: None if a["labels"].size == 0 or (a["labels"].min() >= 0 and a["labels"].max() < k)
-            else "labels outside 0..k-1",
-        )
-    if stored is not None:
-        labels = stored["labels"].astype(np.int64)
-        centroids = stored["centroids"].astype(np.float32)
-        inertia, n_iter, seconds, hit = float(stored["inertia"]), int(stored["n_iter"]), float(stored["seconds"]), True
-        if verbose:
-            print(f"[mixlib] clusters of {enc.name} (k={k}, seed={seed}) loaded from {_cache.cache_path('clusters', key)}")
-    else:
-        from sklearn.cluster import KMeans
-        from threadpoolctl import threadpool_limits
-
-        t0 = time.perf_counter()
-        km = KMeans(n_clusters=k, init=init, n_init=n_init, max_iter=max_iter, algorithm=KMEANS_ALGORITHM, random_state=seed)
-        with threadpool_limits(limits=None if threads is None else int(threads)):
-            km.fit(E)
-        seconds = time.perf_counter() - t0
-        labels = km.labels_.astype(np.int64)
-        centroids = km.cluster_centers_.astype(np.float32)
-        inertia, n_iter, hit = float(km.inertia_), int(km.n_iter_), False
-        if verbose:
-            print(f"[mixlib] k-means of {V} embeddings of {enc.name} into k={k} clusters: {seconds:.1f} s, {n_iter} iterations")
+    with _cache.entry_lock("clusters", key, enabled=cache):  # one process computes, others wait and read
+        stored = None
         if cache:
-            _cache.write_arrays(
+            stored = _cache.read_arrays(
                 "clusters",
                 key,
-                {"labels": labels, "centroids": centroids, "inertia": np.float64(inertia), "n_iter": np.int64(n_iter),
-                 "seconds": np.float64(seconds)},
+                {"labels": ((V,), "iu"), "centroids": ((k, D), "f"), "inertia": ((), "f"), "n_iter": ((), "iu"), "seconds": ((), "f")},
+                check=lambda a: None if a["labels"].size == 0 or (a["labels"].min() >= 0 and a["labels"].max() < k)
+                else "labels outside 0..k-1",
             )
+        if stored is not None:
+            labels = stored["labels"].astype(np.int64)
+            centroids = stored["centroids"].astype(np.float32)
+            inertia, n_iter, seconds, hit = float(stored["inertia"]), int(stored["n_iter"]), float(stored["seconds"]), True
+            if verbose:
+                print(f"[mixlib] clusters of {enc.name} (k={k}, seed={seed}) loaded from {_cache.cache_path('clusters', key)}")
+        else:
+            from sklearn.cluster import KMeans
+            from threadpoolctl import threadpool_limits
+
+            t0 = time.perf_counter()
+            km = KMeans(n_clusters=k, init=init, n_init=n_init, max_iter=max_iter, algorithm=KMEANS_ALGORITHM, random_state=seed)
+            with threadpool_limits(limits=None if threads is None else int(threads)):
+                km.fit(E)
+            seconds = time.perf_counter() - t0
+            labels = km.labels_.astype(np.int64)
+            centroids = km.cluster_centers_.astype(np.float32)
+            inertia, n_iter, hit = float(km.inertia_), int(km.n_iter_), False
+            if verbose:
+                print(f"[mixlib] k-means of {V} embeddings of {enc.name} into k={k} clusters: {seconds:.1f} s, {n_iter} iterations")
+            if cache:
+                _cache.write_arrays(
+                    "clusters",
+                    key,
+                    {"labels": labels, "centroids": centroids, "inertia": np.float64(inertia), "n_iter": np.int64(n_iter),
+                     "seconds": np.float64(seconds)},
+                )
     return _assemble(enc, E, tokens, labels, centroids, k=k, seed=seed, inertia=inertia, n_iter=n_iter, seconds=seconds, hit=hit)
 
 
@@ -774,18 +775,18 @@ def cluster_permutation_null(psi: Any, clusters: VocabClusters, n_perm: int = 10
     sizes = clusters.sizes
     if np.any(sizes == 0):
         raise ValueError("some clusters are empty; the permutation null needs every cluster to hold a token.")
-    flat = np.ascontiguousarray(arr.reshape(L * H, V), dtype=np.float64)
+    flat = np.ascontiguousarray(arr.reshape(L * H, V), dtype=np.float32)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
 
     def sorted_means(cols: np.ndarray) -> np.ndarray:
-        m = np.add.reduceat(flat[:, cols], starts, axis=1) / sizes  # (L*H, K)
+        m = np.add.reduceat(flat[:, cols], starts, axis=1, dtype=np.float64) / sizes  # (L*H, K), sums in float64
         return -np.sort(-m, axis=1)
 
     order = np.argsort(clusters.labels, kind="stable")  # tokens laid out cluster by cluster = the real clustering
     obs_curve = sorted_means(order)
     obs = _shape_stats(obs_curve, K)
     rng = np.random.default_rng(int(seed))
-    curves = np.empty((int(n_perm), L * H, K))
+    curves = np.empty((int(n_perm), L * H, K), dtype=np.float32)
     for i in range(int(n_perm)):
         curves[i] = sorted_means(rng.permutation(V))
     nul = _shape_stats(curves, K)
@@ -804,11 +805,20 @@ def cluster_permutation_null(psi: Any, clusters: VocabClusters, n_perm: int = 10
     )
 
 
-def feature_scores(psi: Any, ids: Sequence[int]) -> np.ndarray:
+def feature_scores(psi: Any, ids: Sequence[int], *, relative: bool = False) -> np.ndarray:
     """Mean psi of a token set in every head: ``(L, H)``.
 
-    Pass a normalised psi (:func:`mixlib.stretch.normalize_stretch`) when the
-    scores of different heads are to be compared.
+    Parameters
+    ----------
+    psi : Stretch or numpy.ndarray, shape (L, H, V)
+    ids : sequence of int
+        Token ids of the set.
+    relative : bool, default False
+        Divide each head's mean by the median psi of that head over all
+        tokens (NaN left out): "how much more than a typical token". The
+        result is then the same for raw and normalised psi (a per-head scale
+        cancels). Without it, pass a normalised psi
+        (:func:`mixlib.stretch.normalize_stretch`) to compare heads.
     """
     arr = _psi_lhv(psi)
     idx = np.asarray(list(ids), dtype=np.int64)
@@ -816,7 +826,8 @@ def feature_scores(psi: Any, ids: Sequence[int]) -> np.ndarray:
         raise ValueError("ids must be a non-empty list of token ids.")
     if idx.min() < 0 or idx.max() >= arr.shape[2]:
         raise ValueError(f"token ids must lie in 0..{arr.shape[2] - 1}; got {idx.min()}..{idx.max()}.")
-    return arr[:, :, idx].mean(axis=2)
+    out = arr[:, :, idx].mean(axis=2)
+    return out / np.nanmedian(arr, axis=2) if relative else out
 
 
 @dataclass(frozen=True, eq=False)
@@ -855,7 +866,8 @@ class FeatureNull:
         return bool(self.percentile >= level)
 
 
-def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0, pool: Sequence[int] | None = None) -> FeatureNull:
+def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0, pool: Sequence[int] | None = None,
+                 *, relative: bool = False) -> FeatureNull:
     """Is the best head for a token set better than the best head for random sets of the same size?
 
     Every "head h selects feature X" claim picks the head with the largest
@@ -878,6 +890,9 @@ def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0
     pool : sequence of int, optional
         Token ids random sets are drawn from (default: every token whose psi is
         finite in all heads).
+    relative : bool, default False
+        Score = mean over the set / the head's median over all tokens (see
+        :func:`feature_scores`), for the set and every random set alike.
 
     Returns
     -------
@@ -885,7 +900,7 @@ def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0
     """
     arr = _psi_lhv(psi)
     L, H, V = arr.shape
-    scores = feature_scores(arr, ids)
+    scores = feature_scores(arr, ids, relative=relative)
     n = len(list(ids))
     if not isinstance(n_draws, (int, np.integer)) or isinstance(n_draws, bool) or n_draws < 1:
         raise ValueError(f"n_draws={n_draws!r}; expected a positive integer.")
@@ -898,11 +913,12 @@ def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0
     if pool_ids.size < n:
         raise ValueError(f"the pool has {pool_ids.size} tokens, fewer than the set's {n}; give a larger pool.")
     flat = arr.reshape(L * H, V)
+    denom = np.nanmedian(flat, axis=1) if relative else np.ones(L * H)
     rng = np.random.default_rng(int(seed))
     null = np.empty(int(n_draws))
     for i in range(int(n_draws)):
         draw = rng.choice(pool_ids, size=n, replace=False)
-        null[i] = flat[:, draw].mean(axis=1).max()
+        null[i] = (flat[:, draw].mean(axis=1) / denom).max()
     flat_best = int(np.nanargmax(scores))
     best = float(scores.reshape(-1)[flat_best])
     return FeatureNull(

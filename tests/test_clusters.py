@@ -342,6 +342,17 @@ def test_feature_null_vs_loop_and_planted():
     # a set nobody selects does not pass
     fn0 = mixlib.feature_null(psi, list(range(100, 120)), n_draws=60, seed=5)
     assert not fn0.passes() and fn0.p_value > 0.05
+    # relative scores: mean over the set / the head's median, unchanged by a per-head scale
+    scale = rng.uniform(0.5, 3.0, size=(L, H, 1))
+    rel = mixlib.feature_scores(psi, ids, relative=True)
+    np.testing.assert_allclose(rel, psi[:, :, ids].mean(axis=2) / np.median(psi, axis=2))
+    np.testing.assert_allclose(mixlib.feature_scores(psi * scale, ids, relative=True), rel)
+    fr, fr_scaled = (mixlib.feature_null(p, ids, n_draws=30, seed=2, relative=True) for p in (psi, psi * scale))
+    np.testing.assert_allclose(fr.null_best, fr_scaled.null_best) and fr.best == pytest.approx(fr_scaled.best)
+    r2 = np.random.default_rng(2)
+    med = np.median(psi, axis=2)
+    ref2 = [(psi[:, :, r2.choice(np.arange(V), size=20, replace=False)].mean(axis=2) / med).max() for _ in range(30)]
+    np.testing.assert_allclose(fr.null_best, ref2)
     # a pool restricts the draws
     fnp = mixlib.feature_null(psi, ids, n_draws=10, seed=1, pool=range(300, 500))
     assert fnp.null_best.shape == (10,)
