@@ -202,7 +202,8 @@ def mask_count(n: int, rate: float = 0.12, count: str = "floor") -> int:
     return max(1, int(k))
 
 
-def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_length: int = 128, *, count: str = "floor") -> dict[str, torch.Tensor]:
+def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_length: int = 128, *, count: str = "floor",
+                first_index: int = 0) -> dict[str, torch.Tensor]:
     """Tokenise texts and replace a fixed share of each sequence's tokens by the mask token.
 
     BERT is pre-trained on text where 15% of the tokens are selected and 80% of
@@ -234,6 +235,10 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
         truncated with a warning.
     count : {"floor", "round"}, default "floor"
         How ``rate * n`` becomes a number of tokens (see :func:`mask_count`).
+    first_index : int, default 0
+        Number of the first text in a larger corpus: text ``i`` of this call
+        uses the random stream ``(seed, first_index + i)``, so a corpus masked
+        in chunks (:mod:`mixlib.stream`) gets the same masks as in one call.
 
     Returns
     -------
@@ -261,6 +266,8 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed={seed!r} is not allowed: give a non-negative int.")
     mask_count(1, rate, count)  # validates count before any work
+    if isinstance(first_index, bool) or not isinstance(first_index, (int, np.integer)) or first_index < 0:
+        raise ValueError(f"first_index={first_index!r} is not allowed: give a non-negative int.")
     mask_id = getattr(tok, "mask_token_id", None)
     if mask_id is None:
         raise ValueError(f"the tokenizer of {getattr(enc, 'name', type(tok).__name__)} has no mask token; mask_tokens needs one.")
@@ -274,7 +281,7 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
         if candidates.size == 0:
             raise ValueError(f"texts[{i}] has no ordinary token to mask (only special tokens after tokenization).")
         k = min(candidates.size, mask_count(candidates.size, rate, count))
-        rng = np.random.default_rng([int(seed), i])
+        rng = np.random.default_rng([int(seed), int(first_index) + i])
         chosen = torch.from_numpy(np.sort(rng.choice(candidates, size=k, replace=False)))
         ids[i, chosen] = int(mask_id)
         masked[i, chosen] = True
