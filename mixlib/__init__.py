@@ -37,6 +37,8 @@ _LAZY = {
     "context_maps": "measures",
     "ContextMaps": "measures",
     "measure_agreement": "measures",
+    "stream_mixing": "stream",
+    "merge_mixing": "stream",
     # analysis B
     "norm_stretch": "stretch",
     "Stretch": "stretch",
@@ -67,6 +69,11 @@ _LAZY = {
     "positional_orthogonality": "positional",
     "Positional": "positional",
     "position_attention": "positional",
+    "centred_overlap": "positional",
+    "Overlap": "positional",
+    "token_attention": "positional",
+    "map_correlation": "positional",
+    "psi_rank_agreement": "positional",
 }
 
 __all__ = ["Encoder", "FAMILIES", "load_encoder", "data_path", *_LAZY]
