@@ -526,7 +526,8 @@ def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None 
     return caption(fig, enc, note)
 
 
-def plot_top_clusters(table: Any, enc: Any, *, layer: int, head: int, width: int = 60, ax: Any = None) -> plt.Figure:
+def plot_top_clusters(table: Any, enc: Any, *, layer: int, head: int, width: int = 60, ax: Any = None,
+                      normalized: bool = False) -> plt.Figure:
     """Horizontal bars of psi for the top clusters of one head, coloured by cluster type (Maeda Table 2).
 
     Parameters
@@ -549,7 +550,7 @@ def plot_top_clusters(table: Any, enc: Any, *, layer: int, head: int, width: int
         labels.append(font_safe(f"#{int(c)}: " + (toks if len(toks) <= width else toks[: width - 1] + "…")))
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=8.5)
-    ax.set_xlabel(r"クラスタ平均 $\psi_{qkv}$")
+    ax.set_xlabel(r"正規化したクラスタ平均 $\psi_{qkv}$" if normalized else r"クラスタ平均 $\psi_{qkv}$")
     ax.set_title(f"層 {layer}・ヘッド {head}: ノルム伸縮率が大きいクラスタ", fontsize=10)
     from matplotlib.patches import Patch
 
@@ -560,8 +561,8 @@ def plot_top_clusters(table: Any, enc: Any, *, layer: int, head: int, width: int
 
 
 def plot_token_psi(psi: Any, enc: Any, *, token: str, cluster: int | None = None, cluster_type: str | None = None,
-                   layers: Any = None, ax: Any = None) -> plt.Figure:
-    """Heatmap (layer x head) of one token's psi_qkv.
+                   layers: Any = None, ax: Any = None, normalized: bool = False) -> plt.Figure:
+    """Heatmap (layer x head) of one token's psi_qkv (``normalized=True``: of its normalised psi_qkv).
 
     Parameters
     ----------
@@ -581,13 +582,14 @@ def plot_token_psi(psi: Any, enc: Any, *, token: str, cluster: int | None = None
     L, H = psi.shape
     fig, ax = _new_axes(ax, figsize=(0.55 * H + 2.2, 0.42 * L + 1.6))
     sns.heatmap(psi, ax=ax, annot=True, fmt=".2f", cmap="viridis", annot_kws={"fontsize": 7.5},
-                yticklabels=list(range(L)) if layers is None else list(layers), cbar_kws={"label": r"$\psi_{qkv}$"})
+                yticklabels=list(range(L)) if layers is None else list(layers),
+                cbar_kws={"label": ("正規化した " if normalized else "") + r"$\psi_{qkv}$"})
     ax.set_xlabel("ヘッド")
     ax.set_ylabel("層")
     extra = ""
     if cluster is not None:
         extra = f"（クラスタ #{cluster}" + (f"・{cluster_type}" if cluster_type else "") + "）"
-    ax.set_title(f"トークン「{font_safe(token)}」の " + r"$\psi_{qkv}$" + extra, fontsize=10)
+    ax.set_title(f"トークン「{font_safe(token)}」の " + ("正規化した " if normalized else "") + r"$\psi_{qkv}$" + extra, fontsize=10)
     fig.tight_layout()
     return caption(fig, enc)
 

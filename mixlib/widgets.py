@@ -298,7 +298,8 @@ def mixing_explorer(
 # ---------------------------------------------------------------------------
 
 
-def head_explorer(cs: Any, clusters: Any, enc: Any, *, layer: int = 0, head: int = 0, n: int = 8) -> Explorer:
+def head_explorer(cs: Any, clusters: Any, enc: Any, *, layer: int = 0, head: int = 0, n: int = 8,
+                  normalized: bool = False) -> Explorer:
     """Choose a layer and a head; see the clusters with the largest mean psi_qkv and their tokens.
 
     Parameters
@@ -310,6 +311,8 @@ def head_explorer(cs: Any, clusters: Any, enc: Any, *, layer: int = 0, head: int
         Named in the caption.
     layer, head, n : int
         Initial layer and head (0-based) and how many clusters to list.
+    normalized : bool, default False
+        ``cs`` was computed from a normalised psi (axis label only).
 
     Returns
     -------
@@ -326,7 +329,7 @@ def head_explorer(cs: Any, clusters: Any, enc: Any, *, layer: int = 0, head: int
 
     def render(layer: int, head: int, n: int) -> View:
         table = top_clusters(cs, clusters, layer, head, n=n)
-        fig = plots.plot_top_clusters(table, enc, layer=layer, head=head)
+        fig = plots.plot_top_clusters(table, enc, layer=layer, head=head, normalized=normalized)
         return View(figure=fig, table=table, data={"layer": layer, "head": head})
 
     controls = {
@@ -378,7 +381,7 @@ def token_explorer(stretch: Any, clusters: Any, enc: Any, *, token: str = "janua
         c = int(clusters.labels[tid])
         psi = np.asarray(stretch.psi_qkv)[:, :, tid]  # (L, H)
         fig = plots.plot_token_psi(psi, enc, token=clusters.tokens[tid], cluster=c, cluster_type=str(clusters.cluster_types[c]),
-                                   layers=stretch.layers)
+                                   layers=stretch.layers, normalized=bool(getattr(stretch, "normalized", False)))
         table = clusters.table([c], n=12)
         return View(figure=fig, table=table, data={"token_id": tid, "cluster": c, "psi": psi})
 

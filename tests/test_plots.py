@@ -155,6 +155,14 @@ def test_plot_psi_curves_are_sorted_cluster_means():
         plots.plot_psi_curves(cs[0], MODEL)
 
 
+def test_normalized_labels_on_psi_plots():
+    fig = _render(plots.plot_token_psi(np.ones((2, 3)), MODEL, token="the", normalized=True))
+    assert "正規化" in fig.axes[0].get_title()
+    assert "正規化" not in _render(plots.plot_token_psi(np.ones((2, 3)), MODEL, token="the")).axes[0].get_title()
+    fig = _render(plots.plot_top_clusters(_top_table(), MODEL, layer=0, head=1, normalized=True))
+    assert "正規化" in fig.axes[0].get_xlabel()
+
+
 def test_plot_psi_curves_reference_line_and_null_band():
     rng = np.random.default_rng(1)
     cs = rng.gamma(2.0, size=(2, 3, 20))
