@@ -126,3 +126,89 @@ def test_no_model_weights_or_vendor_bundles_tracked():
     bad = [str(p.relative_to(ROOT)) for p in _tracked_files() if p.suffix in bad_suffixes]
     bad += [str(p.relative_to(ROOT)) for p in _tracked_files() if "book/_static/vendor/" in p.as_posix()]
     assert not bad, f"tracked files that must not be in the repository: {bad}"
+
+
+# -- lower bounds in pyproject.toml ------------------------------------------------------------
+
+#: Keywords mixlib may pass to ``from_pretrained`` and the transformers release that accepts each.
+FROM_PRETRAINED_KEYWORDS = {
+    "local_files_only": "4.0",
+    "revision": "4.0",
+    "cache_dir": "4.0",
+    "config": "4.0",
+    "output_loading_info": "4.0",
+    "token": "4.34",  # use_auth_token before
+    "attn_implementation": "4.36",
+    "dtype": "4.56",  # torch_dtype before; older releases pass an unknown keyword on to the config silently
+}
+#: transformers methods mixlib calls that are younger than 4.0, and the release that added each.
+TRANSFORMERS_METHODS = {"set_attn_implementation": "4.54"}
+#: The oldest release of each dependency with everything mixlib uses (and why); pyproject's bounds must not be lower.
+NEEDED = {
+    "transformers": "4.56",  # the newest of FROM_PRETRAINED_KEYWORDS / TRANSFORMERS_METHODS
+    "huggingface-hub": "0.34",  # the `hf` command (`hf download`, `hf auth login`) that mixlib's messages name
+    "filelock": "3.12",
+}
+
+
+def _pyproject_lower_bounds() -> dict[str, str]:
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    bounds = {}
+    for dep in deps:
+        m = re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*>=\s*([0-9][0-9.]*)(?:\s*,.*)?", dep)
+        assert m, f"pyproject.toml: {dep!r} has no lower bound (name>=version)"
+        bounds[m.group(1).lower().replace("_", "-")] = m.group(2)
+    return bounds
+
+
+def _mixlib_calls() -> tuple[set[str], set[str]]:
+    """Keywords passed to any ``*.from_pretrained(...)`` and every method name called, across mixlib's sources."""
+    import ast
+
+    keywords: set[str] = set()
+    methods: set[str] = set()
+    for path in (ROOT / "mixlib").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                methods.add(node.func.attr)
+                if node.func.attr == "from_pretrained":
+                    keywords |= {k.arg for k in node.keywords if k.arg}
+    return keywords, methods
+
+
+def test_every_from_pretrained_keyword_is_known():
+    keywords, _ = _mixlib_calls()
+    assert "attn_implementation" in keywords  # the scan sees mixlib's own calls
+    unknown = keywords - set(FROM_PRETRAINED_KEYWORDS)
+    assert not unknown, (f"mixlib passes {sorted(unknown)} to from_pretrained: add each to FROM_PRETRAINED_KEYWORDS with the "
+                         "transformers release that accepts it, and raise pyproject.toml's bound if needed")
+
+
+def test_pyproject_lower_bounds_cover_what_mixlib_uses():
+    from packaging.version import Version
+
+    bounds = _pyproject_lower_bounds()
+    keywords, methods = _mixlib_calls()
+    used = [FROM_PRETRAINED_KEYWORDS[k] for k in keywords if k in FROM_PRETRAINED_KEYWORDS]
+    used += [v for m, v in TRANSFORMERS_METHODS.items() if m in methods]
+    assert Version(NEEDED["transformers"]) >= max(map(Version, used))
+    for name, needed in NEEDED.items():
+        assert name in bounds, f"pyproject.toml does not list {name}"
+        assert Version(bounds[name]) >= Version(needed), f"pyproject.toml: {name}>={bounds[name]}, but mixlib needs >={needed}"
+
+
+def test_installed_versions_meet_pyproject_lower_bounds():
+    """The environment the tests run in satisfies pyproject.toml (and so does requirements.txt's pin)."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    pins = _requirements()
+    for name, lower in _pyproject_lower_bounds().items():
+        installed = Version(version(name))
+        assert installed >= Version(lower), f"{name} {installed} is installed, but pyproject.toml asks for >={lower}"
+        pin = pins.get(name, "")
+        if pin.startswith("=="):
+            assert Version(pin[2:]) >= Version(lower), f"requirements.txt pins {name}{pin}, below pyproject's >={lower}"
