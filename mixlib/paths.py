@@ -12,23 +12,43 @@ from pathlib import Path
 __all__ = ["repo_root", "data_dir", "data_path"]
 
 
+def _how_to_get_the_data() -> str:
+    from ._repo import REPO_URL
+
+    return (f"The book's data files (data/) are not part of the mixlib package: get them with "
+            f"`git clone {REPO_URL}` and `pip install -e mixbook` (or run from inside the clone), "
+            "or set MIXLIB_ROOT to the clone's folder.")
+
+
+def _is_clone(p: Path) -> bool:
+    return (p / "data").is_dir() and (p / "mixlib").is_dir() and (p / "pyproject.toml").is_file()
+
+
 def repo_root() -> Path:
     """The repository root: ``$MIXLIB_ROOT``, else the parent of the installed (editable) package,
-    else the first parent of the working directory that holds ``data/`` and ``mixlib/``."""
-    env = os.environ.get("MIXLIB_ROOT")
+    else the first parent of the working directory that holds ``data/`` and ``mixlib/``.
+
+    Raises
+    ------
+    FileNotFoundError
+        No clone is found (e.g. mixlib was installed from a wheel): the message says how to get the data.
+    """
+    env = os.environ.get("MIXLIB_ROOT", "").strip()
     if env:
-        return Path(env).expanduser().resolve()
+        root = Path(env).expanduser().resolve()
+        if not (root / "data").is_dir():
+            raise FileNotFoundError(f"MIXLIB_ROOT={env} has no data/ folder; it must name a clone of the repository. "
+                                    + _how_to_get_the_data())
+        return root
     here = Path(__file__).resolve().parent.parent
-    if (here / "data").is_dir():
+    if _is_clone(here):
         return here
     cwd = Path.cwd().resolve()
     for p in (cwd, *cwd.parents):
-        if (p / "data").is_dir() and (p / "mixlib").is_dir():
+        if _is_clone(p):
             return p
-    raise FileNotFoundError(
-        "Cannot find the repository's data/ directory. Run from a clone of the repository "
-        "(pip install -e .), or set MIXLIB_ROOT to the clone's path."
-    )
+    raise FileNotFoundError(f"mixlib is installed at {here / 'mixlib'}, outside a clone of the repository, and no "
+                            f"clone holds the working folder {cwd}. " + _how_to_get_the_data())
 
 
 def data_dir() -> Path:
@@ -36,8 +56,10 @@ def data_dir() -> Path:
 
 
 def data_path(name: str) -> Path:
-    """Path of a file shipped in ``data/``; a clear error if it is missing."""
-    p = data_dir() / name
+    """Path of a file shipped in ``data/``; a clear error if it is missing (or if there is no clone)."""
+    folder = data_dir()
+    p = folder / name
     if not p.exists():
-        raise FileNotFoundError(f"{p} does not exist; the files in data/ are listed in data/README.md.")
+        shipped = sorted(f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith("."))
+        raise FileNotFoundError(f"{p} does not exist; data/ holds {', '.join(shipped)} (described in data/README.md).")
     return p

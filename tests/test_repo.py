@@ -212,3 +212,36 @@ def test_installed_versions_meet_pyproject_lower_bounds():
         pin = pins.get(name, "")
         if pin.startswith("=="):
             assert Version(pin[2:]) >= Version(lower), f"requirements.txt pins {name}{pin}, below pyproject's >={lower}"
+
+
+# -- data_path outside a clone ----------------------------------------------------------------
+
+
+def test_data_path_in_the_clone_and_for_a_missing_file():
+    from mixlib import paths
+
+    assert paths.repo_root() == ROOT
+    assert paths.data_path("sentence_pairs.tsv") == ROOT / "data" / "sentence_pairs.tsv"
+    with pytest.raises(FileNotFoundError, match="data/ holds .*sentence_pairs.tsv"):
+        paths.data_path("no_such_file.tsv")
+
+
+def test_data_path_outside_a_clone_says_how_to_get_the_data(tmp_path, monkeypatch):
+    """mixlib installed from a wheel (site-packages, no data/), run from a folder that is no clone."""
+    from mixlib import paths
+
+    site = tmp_path / "site-packages" / "mixlib"
+    site.mkdir(parents=True)
+    monkeypatch.setattr(paths, "__file__", str(site / "paths.py"))
+    monkeypatch.delenv("MIXLIB_ROOT", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError) as err:
+        paths.data_path("sentence_pairs.tsv")
+    message = str(err.value)
+    assert f"git clone {REPO_URL}" in message and "pip install -e" in message and "MIXLIB_ROOT" in message
+    assert "outside a clone" in message
+    monkeypatch.setenv("MIXLIB_ROOT", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="MIXLIB_ROOT=.* has no data/ folder.*git clone"):
+        paths.data_path("sentence_pairs.tsv")
+    monkeypatch.setenv("MIXLIB_ROOT", str(ROOT))
+    assert paths.data_path("sentence_pairs.tsv").is_file()
