@@ -1,19 +1,50 @@
-"""Where the book's repository lives: one constant, checked against ``_config.yml``.
+"""Where the book's repository lives, and the notebooks' Colab install cell.
 
 ``_config.yml`` (``repository.url``) drives the book's Colab and repository
-buttons; every notebook's first cell clones the same URL on Colab.
-``tests/test_repo.py`` checks that the three agree, so changing the URL means
-changing it here, in ``_config.yml`` and in the notebooks' first cell together.
+buttons; every notebook's first cell (:data:`INSTALL_CELL`) clones the same URL
+on Colab. ``tests/test_repo.py`` checks that the three agree, so changing the
+URL means changing it here and in ``_config.yml``, then writing the new cell into
+every notebook. ``tests/test_colab_cell.py`` runs the cell as Colab would.
 """
 
 from __future__ import annotations
 
-__all__ = ["REPO_URL", "REPO_BRANCH", "colab_url"]
+__all__ = ["REPO_URL", "REPO_BRANCH", "REPO_URL_ENV", "REPO_DIR_ENV", "COLAB_DIR", "INSTALL_CELL", "colab_url"]
 
 #: The public repository of the book (clone URL without ``.git``).
 REPO_URL = "https://github.com/nlp-course-ja/mixbook"
 #: The branch the book is built from and Colab opens.
 REPO_BRANCH = "main"
+#: Environment variable that replaces :data:`REPO_URL` in the install cell (a fork, a mirror, a local clone).
+REPO_URL_ENV = "MIXBOOK_REPO_URL"
+#: Environment variable that replaces :data:`COLAB_DIR`, where the install cell puts the clone.
+REPO_DIR_ENV = "MIXBOOK_DIR"
+#: Where the install cell puts the clone on Colab.
+COLAB_DIR = "/content/mixbook"
+
+#: Cell 1 of every notebook (tagged ``remove-cell``, so the book does not show it). On Colab only, it
+#: clones the repository, or brings an earlier clone up to date (``git fetch`` + ``reset --hard``:
+#: the clone is the book's copy, not a place for one's own edits), then installs mixlib (editable)
+#: with pip while requiring the torch that is already there, so pip never replaces Colab's torch.
+#: Running it again is harmless. Outside Colab it does nothing. IPython runs its ``!`` lines in a shell,
+#: after replacing ``{NAME}`` by the value of the Python variable NAME.
+INSTALL_CELL = f"""\
+# Colab で開いたときだけ、このリポジトリ（mixlib とデータ）を入れる。torch には触れない。
+# 何度実行してもよい（前に入れたものは最新にする）。別の複製を使うときは環境変数 {REPO_URL_ENV} に URL を入れる。
+import os, sys
+if "google.colab" in sys.modules:
+    from importlib.metadata import version
+    REPO_URL = os.environ.get("{REPO_URL_ENV}", "{REPO_URL}")
+    REPO_DIR = os.environ.get("{REPO_DIR_ENV}", "{COLAB_DIR}")
+    TORCH = version("torch")
+    if os.path.isdir(os.path.join(REPO_DIR, ".git")):
+        !git -C {{REPO_DIR}} fetch -q --depth 1 {{REPO_URL}} {REPO_BRANCH} && git -C {{REPO_DIR}} reset -q --hard FETCH_HEAD || echo "更新できなかったので、前に入れた版のまま進む"
+    else:
+        !git clone -q --depth 1 --branch {REPO_BRANCH} {{REPO_URL}} {{REPO_DIR}}
+    !pip install -q -e {{REPO_DIR}} "torch=={{TORCH}}"
+    version("mixlib")  # インストールできなかったときは、ここで止まる（上のメッセージを見る）
+    if REPO_DIR not in sys.path:
+        sys.path.insert(0, REPO_DIR)"""
 
 
 def colab_url(notebook: str) -> str:

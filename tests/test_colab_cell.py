@@ -1,0 +1,210 @@
+"""Colab's first cell, run as Colab would run it.
+
+Every notebook starts with :data:`mixlib._repo.INSTALL_CELL`. Here it runs in a
+fresh virtual environment that sees what Colab preinstalls (torch, transformers,
+pandas, IPython ... : this machine's packages, through a ``.pth`` file, outside the
+environment so that pip can never change them) but not mixlib; a stand-in
+``google.colab`` module makes the cell think it is on Colab; the repository URL
+(``MIXBOOK_REPO_URL``) points at a local git repository holding a snapshot of this
+working tree, and the clone goes to a temporary folder (``MIXBOOK_DIR``). The cell
+goes through IPython's own ``run_cell`` (input transformers, ``!`` lines run by
+``InteractiveShell.system`` with ``{VAR}`` expansion), in a separate interpreter.
+
+Checked: mixlib imports from the clone and loads the packaged encoder; chapter 00
+then runs top to bottom (fast mode); torch is the same before and after, and pip
+installed no torch; running the cell twice is harmless; an older clone is brought up
+to date when the repository has moved on. Nothing is downloaded: pip finds every
+dependency already installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+from mixlib._repo import INSTALL_CELL, REPO_BRANCH, REPO_DIR_ENV, REPO_URL, REPO_URL_ENV
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-c", "init.defaultBranch=main",
+       "-c", "commit.gpgsign=false"]
+
+# Runs inside the fresh environment: argv = [mode, cell file, clone dir, result file, (notebook)].
+RUNNER = textwrap.dedent('''
+    import importlib.util, json, os, sys, time, types
+    from importlib.metadata import version
+
+    mode, cell_file, clone, result_file = sys.argv[1:5]
+    result = {"mixlib_before": importlib.util.find_spec("mixlib") is not None,
+              "torch_before": version("torch")}
+    google = sys.modules.setdefault("google", types.ModuleType("google"))
+    colab = types.ModuleType("google.colab")           # the stand-in: the cell only asks whether it is imported
+    colab.output = types.SimpleNamespace(enable_custom_widget_manager=lambda: None)
+    sys.modules["google.colab"] = google.colab = colab
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    cell = open(cell_file, encoding="utf-8").read()
+    runs = 2 if mode == "twice" else 1
+    result["seconds"] = {}
+    for i in range(runs):
+        t0 = time.perf_counter()
+        outcome = shell.run_cell(cell, store_history=True)
+        outcome.raise_error()
+        result["seconds"][f"cell {i + 1}"] = round(time.perf_counter() - t0, 1)
+
+    t0 = time.perf_counter()
+    import mixlib
+    import torch
+
+    result["mixlib_file"] = mixlib.__file__
+    result["torch_after"] = version("torch")
+    result["torch_file"] = torch.__file__
+    result["data_path"] = str(mixlib.data_path("sentence_pairs.tsv"))
+    if len(sys.argv) > 5:  # the packaged encoder, then the rest of a chapter cell by cell in the same shell
+        enc = mixlib.load_encoder("all-MiniLM-L6-v2", device="cpu")
+        result["encoder"] = enc.describe()
+        result["seconds"]["import and load"] = round(time.perf_counter() - t0, 1)
+        t0 = time.perf_counter()
+        nb = json.load(open(sys.argv[5], encoding="utf-8"))
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"][1:]
+        for c in code:
+            src = "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            shell.run_cell(src, store_history=True).raise_error()
+        result["chapter_cells"] = len(code)
+        result["seconds"]["chapter"] = round(time.perf_counter() - t0, 1)
+    json.dump(result, open(result_file, "w"))
+''')
+
+
+def _git(*args: str, cwd: Path) -> str:
+    return subprocess.run([*GIT, *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def colab(tmp_path_factory):
+    """A fresh environment, a repository to clone from, and a way to run the cell in it."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    base = tmp_path_factory.mktemp("colab")
+
+    # 1. the repository: a snapshot of this working tree (tracked and new files, not ignored ones)
+    origin = base / "origin"
+    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = ROOT / rel
+        if src.is_file():
+            dst = origin / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+    _git("init", "-q", "-b", REPO_BRANCH, cwd=origin)
+    _git("add", "-A", cwd=origin)
+    _git("commit", "-q", "-m", "snapshot", cwd=origin)
+
+    # 2. "Colab's preinstalled packages": this environment's site-packages minus mixlib, as a site
+    #    directory outside the new environment (pip does not uninstall or change what is outside it)
+    site = Path(sysconfig.get_paths()["purelib"])
+    preinstalled = base / "preinstalled"
+    preinstalled.mkdir()
+    for entry in site.iterdir():
+        if "mixlib" in entry.name.lower():
+            continue  # the editable install of this checkout: Colab does not have it
+        (preinstalled / entry.name).symlink_to(entry)
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    venv_site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                    check=True, capture_output=True, text=True).stdout.strip())
+    (venv_site / "colab_preinstalled.pth").write_text(f"import site; site.addsitedir({str(preinstalled)!r})\n")
+    pip = venv / "bin" / "pip"
+    pip.write_text(f'#!/bin/sh\nexec "{py}" -m pip "$@"\n')
+    pip.chmod(0o755)
+
+    content = base / "content"  # Colab's working folder
+    content.mkdir()
+    clone = content / "mixbook"
+    cell = base / "cell.py"
+    cell.write_text(INSTALL_CELL, encoding="utf-8")
+    runner = base / "runner.py"
+    runner.write_text(RUNNER, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MIXLIB_ROOT", "VIRTUAL_ENV", "MIXLIB_MODEL")}
+    env.update({
+        "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        REPO_URL_ENV: origin.as_uri(),
+        REPO_DIR_ENV: str(clone),
+        "HF_HUB_OFFLINE": "1",
+        "MIXLIB_MODEL": "all-MiniLM-L6-v2",
+        "MIXLIB_FAST": "1",
+        "MIXLIB_CACHE": str(base / "cache"),
+        "MPLBACKEND": "Agg",
+        "PIP_NO_INDEX": "1",  # everything mixlib needs is "preinstalled": pip must not download anything
+        # build with the preinstalled setuptools instead of fetching one (pip reads this variable as the
+        # value of build_isolation: "0" turns isolation off)
+        "PIP_NO_BUILD_ISOLATION": "0",
+        "GIT_CONFIG_GLOBAL": str(base / "gitconfig"),
+    })
+
+    def run(mode: str, notebook: Path | None = None) -> dict:
+        result = base / f"result-{mode}.json"
+        argv = [str(py), str(runner), mode, str(cell), str(clone), str(result)] + ([str(notebook)] if notebook else [])
+        proc = subprocess.run(argv, cwd=content, env=env, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, f"the install cell failed ({mode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+        return {**json.loads(result.read_text()), "stdout": proc.stdout, "stderr": proc.stderr}
+
+    return types.SimpleNamespace(base=base, origin=origin, clone=clone, venv=venv, venv_site=venv_site, py=py, env=env, run=run)
+
+
+def test_install_cell_defaults_to_the_public_repository():
+    assert f'os.environ.get("{REPO_URL_ENV}", "{REPO_URL}")' in INSTALL_CELL
+    assert "torch==" in INSTALL_CELL and "google.colab" in INSTALL_CELL
+
+
+def test_the_cell_installs_mixlib_and_chapter_00_runs(colab):
+    assert not colab.clone.exists()
+    first = colab.run("twice", notebook=ROOT / "notebooks" / "00_environment.ipynb")
+    assert first["mixlib_before"] is False  # the fresh environment had no mixlib
+    assert Path(first["mixlib_file"]).is_relative_to(colab.clone)  # imported from the clone
+    assert first["torch_after"] == first["torch_before"]
+    assert not Path(first["torch_file"]).is_relative_to(colab.venv)  # still the preinstalled torch
+    assert not any(p.name.startswith("torch") for p in colab.venv_site.iterdir())  # pip installed no torch
+    assert "all-MiniLM-L6-v2" in first["encoder"]
+    assert Path(first["data_path"]).is_relative_to(colab.clone)
+    assert first["chapter_cells"] >= 5
+    assert _git("rev-parse", "HEAD", cwd=colab.clone) == _git("rev-parse", "HEAD", cwd=colab.origin)
+    print("seconds:", first["seconds"])
+    # installed for good: a new interpreter (a restarted kernel) imports mixlib without the cell
+    proc = subprocess.run([str(colab.py), "-c", "import mixlib; print(mixlib.__file__)"], cwd=colab.base,
+                          env=colab.env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert Path(proc.stdout.strip()).is_relative_to(colab.clone)
+
+
+def test_an_older_clone_is_brought_up_to_date(colab):
+    if not colab.clone.exists():
+        colab.run("once")
+    old = _git("rev-parse", "HEAD", cwd=colab.clone)
+    (colab.origin / "data" / "NEWER.txt").write_text("a later commit\n")
+    (colab.clone / "README.md").write_text("edited on Colab\n")  # the clone is the book's copy: overwritten
+    _git("add", "data/NEWER.txt", cwd=colab.origin)
+    _git("commit", "-q", "-m", "later", cwd=colab.origin)
+    new = _git("rev-parse", "HEAD", cwd=colab.origin)
+    assert new != old
+    again = colab.run("once")
+    assert _git("rev-parse", "HEAD", cwd=colab.clone) == new
+    assert (colab.clone / "data" / "NEWER.txt").is_file()
+    assert (colab.clone / "README.md").read_text(encoding="utf-8") == (colab.origin / "README.md").read_text(encoding="utf-8")
+    assert again["torch_after"] == again["torch_before"]
+    assert "更新できなかった" not in again["stdout"]
+    print("seconds:", again["seconds"])
