@@ -100,6 +100,7 @@ __all__ = [
     "OVERALL",
     "CI_LEVELS",
     "bootstrap_counts",
+    "layer_means",
     "split_probe",
     "mixing_conventions",
     "MixingVariants",
@@ -1025,6 +1026,63 @@ def _with_ci(estimate: Any, low: Any, high: Any, name: str) -> Any:
     return out
 
 
+def layer_means(
+    values: Any,
+    real: Any,
+    *,
+    select: Any = None,
+    ci: float | None = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> Any:
+    """Per-layer mean of any per-token quantity, as the official figure averages, with an optional bootstrap interval.
+
+    The mean is taken within each sequence over the selected real tokens,
+    then over the sequences that have at least one (as :func:`mixing_table`);
+    the interval resamples sequences with replacement (:func:`bootstrap_counts`).
+    Use it for a quantity derived in a notebook, e.g. the difference of two
+    ratios token by token, so that its uncertainty is computed the same way.
+
+    Parameters
+    ----------
+    values : array-like, (L, B, N)
+        NaN allowed where ``real`` or ``select`` is False.
+    real : array-like of bool, (B, N)
+    select : array-like of bool, (B, N) or (L, B, N), optional
+        Tokens to average (default: all real tokens).
+    ci, n_boot, seed
+        As for :func:`mixing_table`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``layer`` (0..L-1), column ``estimate`` (and ``low``, ``high`` with ``ci``).
+    """
+    import pandas as pd
+
+    vals = np.asarray(values.numpy() if isinstance(values, torch.Tensor) else values, dtype=float)
+    real = np.asarray(real.numpy() if isinstance(real, torch.Tensor) else real, dtype=bool)
+    if vals.ndim != 3 or vals.shape[1:] != real.shape:
+        raise ValueError(f"values must be (L, B, N) with (B, N) = real.shape {real.shape}; got {vals.shape}.")
+    sel = real if select is None else np.asarray(select.numpy() if isinstance(select, torch.Tensor) else select, dtype=bool) & real
+    sel = np.broadcast_to(sel, vals.shape)  # (L, B, N)
+    count = sel.sum(axis=2)  # (L, B)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per_seq = np.where(sel, vals, 0.0).sum(axis=2) / count  # (L, B)
+    present = count > 0
+    filled = np.where(present, per_seq, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        est = filled.sum(axis=1) / present.sum(axis=1)
+    out = {"estimate": est}
+    if ci is not None:
+        _check_ci(ci, n_boot, seed)
+        w = bootstrap_counts(real.shape[0], n_boot, seed).astype(float)  # (R, B)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            boot = np.einsum("lb,rb->lr", filled, w) / np.einsum("lb,rb->lr", present.astype(float), w)  # (L, R)
+        out["low"], out["high"] = _interval(boot, ci)
+    return pd.DataFrame(out, index=pd.Index(range(vals.shape[0]), name="layer"))
+
+
 def mixing_table(
     mixing: Mixing,
     by: str = "category",
@@ -1247,7 +1305,8 @@ class MixingVariants:
                 return d[name]
         raise ValueError(f"unknown field {name!r}; expected one of {', '.join([*self.ratios, *self.norms, *self.cosines])}.")
 
-    def table(self, names: Iterable[str] | None = None, *, percent: bool | None = None, category: str = OVERALL) -> Any:
+    def table(self, names: Iterable[str] | None = None, *, percent: bool | None = None, category: str = OVERALL,
+              ci: float | None = None, n_boot: int = 1000, seed: int = 0) -> Any:
         """Per-layer means of the chosen fields (mean within each sequence, then over sequences, as :func:`mixing_table`).
 
         Parameters
@@ -1258,11 +1317,14 @@ class MixingVariants:
             Multiply by 100; default True when every field is a ratio.
         category : str, default "全体"
             ``全体`` (all real tokens) or one token category.
+        ci, n_boot, seed
+            Bootstrap interval over sequences, as for :func:`mixing_table`.
 
         Returns
         -------
         pandas.DataFrame
-            Index ``layer``, one column per field.
+            Index ``layer``, one column per field; with ``ci``, MultiIndex
+            columns ``(field, stat)``, ``stat`` in :data:`CI_LEVELS`.
         """
         import pandas as pd
 
@@ -1275,14 +1337,17 @@ class MixingVariants:
         present = count > 0
         if not present.any():
             raise ValueError(f"no sequence has a token of category {category!r}.")
-        out = {}
+        scale = 100.0 if percent else 1.0
+        parts = {}
         for n in names:
-            vals = self.get(n)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                per_seq = np.where(sel[None], vals, 0.0).sum(axis=2) / count[None]  # (L, B)
-            out[n] = per_seq[:, present].mean(axis=1)
-        df = pd.DataFrame(out, index=pd.Index(list(self.layers), name="layer"))
-        return df * 100.0 if percent else df
+            t = layer_means(self.get(n), real, select=sel, ci=ci, n_boot=n_boot, seed=seed) * scale
+            t.index = pd.Index(list(self.layers), name="layer")
+            parts[n] = t
+        if ci is None:
+            return pd.DataFrame({n: t["estimate"] for n, t in parts.items()})
+        out = pd.concat(parts, axis=1)
+        out.columns.names = ["field", "stat"]
+        return out
 
 
 def mixing_conventions(enc: Any, batch: Any, *, layers: Any = None, batch_size: int = 32, max_length: int | None = None) -> MixingVariants:

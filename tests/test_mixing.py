@@ -655,3 +655,22 @@ def test_mixing_conventions_against_decompose_and_naive(tiny_enc):
     with pytest.raises(ValueError, match="no sequence"):
         v.table(category="[MASK]")
     assert set(v.ratios) == set(mx.CONVENTIONS) | set(mx.LN_STEPS)
+
+
+def test_layer_means_and_variants_ci(tiny_enc):
+    texts = TEXTS + ["A, b. C, d.", "One more sentence, with a comma."]
+    batch = mixlib.mask_tokens(tiny_enc, texts, seed=2)
+    m = mixlib.decompose(tiny_enc, batch, vectors=False, progress=False)
+    t = mixlib.mixing_table(m, ci=0.9, n_boot=40, seed=3)
+    lm = mx.layer_means(m.ratio * 100, m.real, ci=0.9, n_boot=40, seed=3)
+    np.testing.assert_allclose(lm["estimate"], t[("全体", "estimate")], rtol=1e-6)
+    np.testing.assert_allclose(lm["low"], t[("全体", "low")], rtol=1e-6)
+    np.testing.assert_allclose(lm["high"], t[("全体", "high")], rtol=1e-6)
+    sel = m.categories == "[MASK]"
+    lm_mask = mx.layer_means(m.ratio * 100, m.real, select=sel, ci=0.9, n_boot=40, seed=3)
+    np.testing.assert_allclose(lm_mask["high"], t[("[MASK]", "high")], rtol=1e-6)
+    v = mx.mixing_conventions(tiny_enc, batch)
+    vt = v.table(["book"], ci=0.9, n_boot=40, seed=3)
+    np.testing.assert_allclose(vt[("book", "low")], t[("全体", "low")], rtol=1e-4)
+    with pytest.raises(ValueError, match=r"\(L, B, N\)"):
+        mx.layer_means(np.zeros((2, 3)), m.real)
