@@ -175,7 +175,7 @@ def draw_encoder_decoder(source: str = "abcde", target: str | None = None, *, hi
     target = source[::-1] if target is None else target
     S, T = len(source), len(target)
     step = 0.95
-    width = max(S, T + 1) * step * 2 + 3.2
+    width = max(S, T + 1) * step * 2 + 3.7
     fig, ax = canvas(min(16.0, 1.2 + 0.75 * width), 3.9, xlim=(-0.7, width), ylim=(-0.5, 3.55))
     enc_boxes = []
     for s, ch in enumerate(source):
@@ -192,7 +192,7 @@ def draw_encoder_decoder(source: str = "abcde", target: str | None = None, *, hi
     arrow(ax, enc_boxes[-1], c, color="#4c72b0", text="$\\overrightarrow{h}_S$", text_offset=(0, 0.32))
     arrow(ax, (enc_boxes[0][0], 1.55), (cx - 0.2, 1.62), color="#dd8452", rad=-0.18, text="$\\overleftarrow{h}_1$",
           text_offset=(0, 0.55))
-    d0 = cx + 1.4
+    d0 = cx + 1.9
     prev = c
     dec_in = ["<bos>"] + list(target)
     for t in range(T + 1):
