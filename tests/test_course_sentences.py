@@ -82,3 +82,47 @@ def test_sentence_groups_data():
     sizes = df.groupby("group").size()
     assert len(sizes) >= 4 and (sizes >= 4).all()
     assert df.sentence.is_unique and df.groupby("group").scene.nunique().eq(1).all()
+
+
+def test_group_scores_null_matches_a_loop_over_permutations():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(12, 5))
+    g = np.array(list("aaabbbcccddd"))
+    null = sv.group_scores_null(x, g, n_perm=50, seed=7)
+    assert null.shape == (50, 2)
+    # the same permutations, one at a time through group_scores
+    perm = np.argsort(np.random.default_rng(7).random((50, 12)), axis=1)
+    for k in (0, 17, 49):
+        s = sv.group_scores(x, g[perm[k]])
+        assert null.gap.iloc[k] == pytest.approx(s["gap"])
+        assert null.nn_accuracy.iloc[k] == pytest.approx(s["nn_accuracy"])
+    # well separated groups lie far outside their null
+    centres = np.eye(4)[np.repeat(np.arange(4), 3)]
+    sep = centres + 0.01 * rng.normal(size=(12, 4))
+    obs = sv.group_scores(sep, g)
+    null = sv.group_scores_null(sep, g, n_perm=200)
+    assert obs["nn_accuracy"] == 1.0 and (null.nn_accuracy < 1.0).all() and obs["gap"] > null.gap.max()
+    with pytest.raises(ValueError):
+        sv.group_scores_null(x, g, n_perm=0)
+    with pytest.raises(ValueError):
+        sv.group_scores_null(x, g[:5])
+
+
+def test_in_batch_contrastive_matches_torch_cross_entropy():
+    rng = np.random.default_rng(0)
+    u, v = rng.normal(size=(6, 4)), rng.normal(size=(6, 4))
+    out = sv.in_batch_contrastive(u, v, scale=20.0)
+    cos = torch.nn.functional.cosine_similarity(torch.tensor(u)[:, None], torch.tensor(v)[None, :], dim=-1)  # (B, B)
+    ref = torch.nn.functional.cross_entropy(20.0 * cos, torch.arange(6))
+    assert out["loss"] == pytest.approx(float(ref), rel=1e-9)
+    assert out["accuracy"] == pytest.approx(float((cos.argmax(1) == torch.arange(6)).double().mean()))
+    assert out["chance_loss"] == pytest.approx(np.log(6))
+    # v = u: every row finds its partner; equal vectors everywhere: the loss is log B
+    assert sv.in_batch_contrastive(u, u)["accuracy"] == 1.0
+    same = np.ones((4, 3))
+    assert sv.in_batch_contrastive(same, same)["loss"] == pytest.approx(np.log(4))
+    for bad in ((u, v[:5]), (u[:1], v[:1]), (u, np.zeros_like(v))):
+        with pytest.raises(ValueError):
+            sv.in_batch_contrastive(*bad)
+    with pytest.raises(ValueError):
+        sv.in_batch_contrastive(u, v, scale=0)

@@ -23,7 +23,17 @@ import numpy as np
 import pandas as pd
 import torch
 
-__all__ = ["POOLINGS", "mean_pool", "sentence_vectors", "sentence_vectors_by_layer", "cosine_matrix", "group_scores", "load_sentence_groups"]
+__all__ = [
+    "POOLINGS",
+    "mean_pool",
+    "sentence_vectors",
+    "sentence_vectors_by_layer",
+    "cosine_matrix",
+    "group_scores",
+    "group_scores_null",
+    "in_batch_contrastive",
+    "load_sentence_groups",
+]
 
 #: The poolings :func:`sentence_vectors` knows.
 POOLINGS = ("mean", "cls", "static")
@@ -160,6 +170,77 @@ def group_scores(x: np.ndarray, groups: Sequence[Any]) -> dict[str, float]:
     nn = np.where(off, c, -np.inf).argmax(axis=1)
     within, between = float(c[same & off].mean()), float(c[~same].mean())
     return {"within": within, "between": between, "gap": within - between, "nn_accuracy": float((g[nn] == g).mean())}
+
+
+def group_scores_null(x: np.ndarray, groups: Sequence[Any], *, n_perm: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """:func:`group_scores` with the group labels randomly permuted, ``n_perm`` times (the null).
+
+    Shuffling the labels keeps the vectors and the group sizes but breaks any
+    link between a sentence and its group, so the observed ``gap`` and
+    ``nn_accuracy`` can be compared with what chance alone gives. Vectorised:
+    one cosine matrix, all permutations at once.
+
+    Returns
+    -------
+    DataFrame with columns ``gap`` and ``nn_accuracy``, one row per permutation.
+    """
+    g = np.asarray(groups)
+    if len(g) != len(x):
+        raise ValueError(f"{len(x)} vectors but {len(g)} group labels.")
+    if isinstance(n_perm, bool) or not isinstance(n_perm, (int, np.integer)) or n_perm < 1:
+        raise ValueError(f"n_perm={n_perm!r}; give a positive number of permutations.")
+    group_scores(x, g)  # validates the groups
+    c = cosine_matrix(x)
+    n = len(g)
+    rng = np.random.default_rng(seed)
+    perm = np.argsort(rng.random((int(n_perm), n)), axis=1)  # (P, S)
+    lab = np.unique(g, return_inverse=True)[1][perm]  # (P, S) permuted labels as ints
+    same = lab[:, :, None] == lab[:, None, :]  # (P, S, S)
+    off = ~np.eye(n, dtype=bool)
+    within = (c * (same & off)).sum((1, 2)) / (same & off).sum((1, 2))
+    between = (c * ~same).sum((1, 2)) / (~same).sum((1, 2))
+    nn = np.where(off, c, -np.inf).argmax(axis=1)  # (S,) the nearest neighbour does not depend on the labels
+    nn_acc = (lab[:, nn] == lab).mean(axis=1)
+    return pd.DataFrame({"gap": within - between, "nn_accuracy": nn_acc})
+
+
+def in_batch_contrastive(u: np.ndarray, v: np.ndarray, *, scale: float = 20.0) -> dict[str, float]:
+    """The in-batch contrastive loss of a bi-encoder for a batch of pairs ``(u_i, v_i)``.
+
+    Every row ``u_i`` must pick its own partner ``v_i`` out of all the ``v_j`` of
+    the batch (the other pairs' sentences are the negatives):
+    ``s_ij = scale * cos(u_i, v_j)`` and the loss is the cross-entropy
+    ``-mean_i log softmax_j(s_ij)[j = i]`` -- the objective the
+    all-MiniLM-L6-v2 sentence model was fine-tuned with (its model card);
+    sentence-transformers calls it ``MultipleNegativesRankingLoss``.
+
+    Parameters
+    ----------
+    u, v : array (B, D)
+        Vectors of the first and the second sentence of each pair; row ``i`` of
+        ``u`` and row ``i`` of ``v`` belong together.
+    scale : float, default 20.0
+        Multiplies the cosines before the softmax (an inverse temperature).
+
+    Returns
+    -------
+    dict with ``loss`` (mean cross-entropy, nats), ``accuracy`` (share of rows
+    whose largest score is on the diagonal) and ``chance_loss`` (``log B``, the
+    loss when all scores are equal).
+    """
+    u, v = np.asarray(u, dtype=np.float64), np.asarray(v, dtype=np.float64)
+    if u.ndim != 2 or u.shape != v.shape or len(u) < 2:
+        raise ValueError(f"u and v must both be (B, D) with B >= 2 pairs; got {u.shape} and {v.shape}.")
+    if not scale > 0:
+        raise ValueError(f"scale={scale} must be positive.")
+    nu, nv = np.linalg.norm(u, axis=1, keepdims=True), np.linalg.norm(v, axis=1, keepdims=True)
+    if (nu == 0).any() or (nv == 0).any():
+        raise ValueError("a zero vector has no direction; its cosine is undefined.")
+    s = scale * (u / nu) @ (v / nv).T  # (B, B)
+    s_max = s.max(axis=1, keepdims=True)
+    log_z = np.log(np.exp(s - s_max).sum(axis=1)) + s_max[:, 0]
+    loss = float((log_z - np.diag(s)).mean())
+    return {"loss": loss, "accuracy": float((s.argmax(axis=1) == np.arange(len(s))).mean()), "chance_loss": float(np.log(len(s)))}
 
 
 def load_sentence_groups(path: str | Path | None = None) -> pd.DataFrame:
