@@ -652,8 +652,9 @@ def centred_overlap(
 
     # -- shares of position variance inside the top-k word directions ---------
     Mc, Mr = Pc.T @ Pc, P.T @ P  # (D, D)
-    Uc = _top_dirs(W, kmax, centre=True)  # (D, kmax)
-    Ur = _top_dirs(W, kmax, centre=False)
+    Sw = W.T @ W  # (D, D) uncentred second moment of the words; the centred one follows without a second pass
+    Ur = np.linalg.eigh(Sw)[1][:, ::-1][:, :kmax]  # (D, kmax) top right singular vectors of W
+    Uc = np.linalg.eigh(Sw - V * np.outer(mw, mw))[1][:, ::-1][:, :kmax]  # top principal components of W
     idx = np.array(ks_t) - 1
     share_c = _share_in(Uc, Mc)[idx]
     share_r = _share_in(Ur, Mr)[idx]
@@ -926,10 +927,38 @@ def map_correlation(A: Any, B: Any, *, n_perm: int = 200, seed: int = 0):
 # ---------------------------------------------------------------------------
 
 
-def _rank_rows(X: np.ndarray) -> np.ndarray:
-    from scipy.stats import rankdata
+def _boot_ranks(x: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Average ranks of every item of ``x`` inside each bootstrap resample, without sorting per resample.
 
-    return rankdata(X, axis=-1)  # average ranks for ties, as Spearman's rho uses
+    ``counts[b, i]`` is how often item ``i`` was drawn in resample ``b``. Within
+    a resample the ``counts[b, i]`` copies of item ``i`` tie, so their average
+    rank is (copies of items with a smaller ``x``) + ``(counts[b, i] + 1) / 2``.
+    Ties inside ``x`` itself are broken by position (psi values are continuous).
+    """
+    order = np.argsort(x, kind="stable")
+    c = counts[:, order]  # (B, N) multiplicities in ascending x
+    c = c.astype(x.dtype if np.issubdtype(x.dtype, np.floating) else np.float64)
+    r_sorted = np.cumsum(c, axis=1) - c + (c + 1) / 2  # exact in float32 too (integers and halves below 2**24)
+    r = np.empty_like(r_sorted)
+    r[:, order] = r_sorted
+    return r
+
+
+def _boot_centred_ranks(x: np.ndarray, counts: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bootstrap ranks of ``x`` centred by their weighted mean, times the weights, and their weighted sums of squares."""
+    r = _boot_ranks(x, counts)  # (B, N)
+    r -= (w * r).sum(1, keepdims=True) / w.sum(1, keepdims=True)
+    wr = w * r
+    return wr, (wr * r).sum(1)
+
+
+def _boot_spearman(x: np.ndarray, y: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Spearman's rho of ``(x, y)`` in each bootstrap resample given by ``counts`` (B, N): a weighted Pearson of the ranks."""
+    w = counts.astype(np.float64)
+    wdx, vx = _boot_centred_ranks(x, counts, w)
+    dy = _boot_ranks(y, counts)
+    dy -= (w * dy).sum(1, keepdims=True) / w.sum(1, keepdims=True)
+    return (wdx * dy).sum(1) / np.sqrt(vx * (w * dy * dy).sum(1))
 
 
 def psi_rank_agreement(
@@ -988,16 +1017,26 @@ def psi_rank_agreement(
     if N < 3:
         raise ValueError(f"give at least 3 token ids for a rank correlation; got {N}.")
     rng = np.random.default_rng(seed)
-    boot = rng.integers(0, N, size=(n_boot, N)) if n_boot else None  # same resamples for every head and position
-    psi_w = norm_stretch(enc, X=enc.word_embeddings()[t], layers=layer).get(which)[0]  # (H, N)
+    counts = None
+    if n_boot:  # the same resamples for every head and position, as multiplicities (n_boot, N)
+        draws = rng.integers(0, N, size=(n_boot, N))
+        counts = np.zeros((n_boot, N), dtype=np.int64)
+        np.add.at(counts, (np.arange(n_boot)[:, None], draws), 1)
+    psi_w = norm_stretch(enc, X=enc.word_embeddings()[t], layers=layer).get(which)[0]  # (H, N) float32
+    if counts is not None:
+        w = counts.astype(np.float32)  # float32 bootstrap arithmetic: half the memory traffic, ample for a 95 % interval
+        word_ranks = [_boot_centred_ranks(psi_w[h], counts, w) for h in range(enc.n_heads)]  # shared by every position
     rows = []
     for k in positions:
         psi_r = norm_stretch(enc, X=real_input(enc, t, k, segment=segment), layers=layer).get(which)[0]  # (H, N)
         for h in range(enc.n_heads):
             rho = float(spearmanr(psi_w[h], psi_r[h]).statistic)
             lo = hi = float("nan")
-            if boot is not None:
-                rb = _pearson_rows(_rank_rows(psi_w[h][boot]), _rank_rows(psi_r[h][boot]))  # (n_boot,)
+            if counts is not None:
+                wdx, vx = word_ranks[h]
+                dy = _boot_ranks(psi_r[h], counts)  # (n_boot, N) float32
+                dy -= (w * dy).sum(1, keepdims=True) / N  # every resample has N draws
+                rb = (wdx * dy).sum(1) / np.sqrt(vx * (w * dy * dy).sum(1))  # (n_boot,) Spearman per resample
                 lo, hi = (float(x) for x in np.nanquantile(rb, [0.025, 0.975]))
             rows.append({"position": k, "head": h, "rho": rho, "ci_lo": lo, "ci_hi": hi})
     return pd.DataFrame(rows)
