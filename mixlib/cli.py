@@ -54,7 +54,7 @@ Supported families: post-LayerNorm BERT-family encoders (bert, roberta, electra)
 
 --out: a new or empty folder, or the folder of an earlier run (replaced as a whole).
 Files appear only when the command succeeds; nothing is left behind otherwise.
-Exit status: 0 done, 2 bad input (one line on stderr), 130 interrupted.
+Exit status: 0 done, 2 bad input (one line on stderr), 130 interrupted (Ctrl-C), 143 terminated.
 """
 
 TEXTS_HELP = """\
@@ -205,11 +205,8 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _remove_stale_staging(out: Path) -> None:
-    """Remove staging folders of ``--out`` left by runs that were killed (their process is gone)."""
-    parent = out.parent
-    if not parent.is_dir():
-        return
+def _remove_stale_staging(out: Path, parent: Path) -> None:
+    """Remove staging folders of ``--out`` in ``parent`` left by runs that were killed (their process is gone)."""
     for p in parent.glob(f".{out.name}{_TMP_TAG}*"):
         pid = p.name[len(f".{out.name}{_TMP_TAG}"):].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
@@ -236,10 +233,10 @@ class _Out:
 
     def __init__(self, out: Path) -> None:
         self.out = out
-        _remove_stale_staging(out)
         anchor = out.parent
         while not anchor.is_dir():  # stage in the nearest existing folder; create --out's parents only on success
             anchor = anchor.parent
+        _remove_stale_staging(out, anchor)
         self.dir = Path(tempfile.mkdtemp(prefix=f".{out.name}{_TMP_TAG}{os.getpid()}-", dir=anchor))
         self.names: list[str] = []
 
@@ -262,7 +259,19 @@ class _Out:
             plt.close(fig)
 
     def commit(self) -> None:
-        """Move the staging folder into place (replacing an earlier run's output folder as a whole)."""
+        """Move the staging folder into place (replacing an earlier run's output folder as a whole).
+
+        Ctrl-C and SIGTERM are held back until the moves are done, so that an interruption cannot
+        fall between moving the old output aside and moving the new one in.
+        """
+        signals = {signal.SIGINT, signal.SIGTERM}
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+        try:
+            self._move_into_place()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+    def _move_into_place(self) -> None:
         out = self.out
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.is_dir() and any(out.iterdir()):
@@ -589,12 +598,16 @@ def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C (clean up, one line) but with exit status 143."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; returns the exit status (0 done, 2 bad input, 130 interrupted).
+    """Run one command; returns the exit status (0 done, 2 bad input, 130 interrupted, 143 terminated).
 
     Exceptions other than bad input (``ValueError``, ``OSError``) propagate:
     they are bugs and show their traceback.
@@ -608,7 +621,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out: _Out | None = None
     previous = None
     try:
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)  # a terminated run cleans up like Ctrl-C
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)  # a terminated run cleans up like Ctrl-C
     except ValueError:  # not the main thread
         previous = None
     try:
@@ -621,9 +634,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.commit()
         out.report(t0)
         return 0
-    except KeyboardInterrupt:
-        print(f"\n{prog}: interrupted; nothing was written to {args.out}.", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:
+        print(f"\n{prog}: {'terminated' if isinstance(stop, _Terminated) else 'interrupted'}; "
+              f"nothing was written to {args.out}.", file=sys.stderr)
+        return 143 if isinstance(stop, _Terminated) else 130
     except (ValueError, OSError) as err:
         print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
         return 2
