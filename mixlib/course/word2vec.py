@@ -624,14 +624,17 @@ class WordVectors:
             return pd.DataFrame(columns=cols)
         U = self.unit()  # (V, D)
         ia, ib, ic, id_ = (np.array([self._index[getattr(q, f)] for q in qs]) for f in "abcd")  # (Q,) each
+        # cos(d, b) - cos(d, a) + cos(d, c) ranks the candidates d exactly as cos(d, b - a + c) does
+        # (the target's norm does not depend on d), so one product over the distinct query words serves all questions.
+        uniq, inv = np.unique(np.concatenate([ia, ib, ic]), return_inverse=True)
+        pa, pb, pc = inv.reshape(3, -1)  # (Q,) rows of G
+        G = U[uniq] @ U.T  # (W, V) cosine of every query word with every word
         exclude = exclude_query or method == "nearest_c"
         pred = np.empty(len(qs), dtype=np.int64)
         rank = np.empty(len(qs), dtype=np.int64)
         for s in range(0, len(qs), int(block)):
             sl = slice(s, s + int(block))
-            T = U[ic[sl]] if method == "nearest_c" else U[ib[sl]] - U[ia[sl]] + U[ic[sl]]  # (q, D)
-            norms = np.linalg.norm(T, axis=1, keepdims=True)
-            S = (T / np.where(norms > 0, norms, 1.0)) @ U.T  # (q, V)
+            S = G[pc[sl]].copy() if method == "nearest_c" else G[pb[sl]] - G[pa[sl]] + G[pc[sl]]  # (q, V)
             r = np.arange(S.shape[0])
             if exclude:
                 for cols_ in (ia[sl], ib[sl], ic[sl]):
