@@ -14,7 +14,12 @@ Checked: mixlib imports from the clone and loads the packaged encoder; chapter 0
 then runs top to bottom (fast mode); torch is the same before and after, and pip
 installed no torch; running the cell twice is harmless; an older clone is brought up
 to date when the repository has moved on. Nothing is downloaded: pip finds every
-dependency already installed.
+dependency already installed. (Marked slow: about a minute on an idle 2-core machine.)
+
+Two quick tests run the cell through IPython's input transformer with a recording
+``system``: outside Colab it does nothing; on Colab it clones, then on a second run
+fetches and resets, with the URL from ``MIXBOOK_REPO_URL`` and torch pinned to the
+installed version.
 """
 
 from __future__ import annotations
@@ -32,8 +37,6 @@ from pathlib import Path
 import pytest
 
 from mixlib._repo import INSTALL_CELL, REPO_BRANCH, REPO_DIR_ENV, REPO_URL, REPO_URL_ENV
-
-pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-c", "init.defaultBranch=main",
@@ -166,11 +169,58 @@ def colab(tmp_path_factory):
     return types.SimpleNamespace(base=base, origin=origin, clone=clone, venv=venv, venv_site=venv_site, py=py, env=env, run=run)
 
 
+def _shell_commands(monkeypatch, *, colab: bool) -> tuple[list[str], dict]:
+    """Run the cell through IPython's transformer with a recording ``get_ipython().system``.
+
+    Each ``!`` line is recorded after IPython's own ``{VAR}`` expansion (DollarFormatter, as
+    ``InteractiveShell.system`` does), instead of being run.
+    """
+    from IPython.core.inputtransformer2 import TransformerManager
+    from IPython.utils.text import DollarFormatter
+
+    if colab:
+        monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the cell may add the clone to sys.path
+    calls: list[str] = []
+    ns: dict = {}
+    shell = types.SimpleNamespace(system=lambda cmd: calls.append(DollarFormatter().vformat(cmd, [], ns)))
+    ns["get_ipython"] = lambda: shell
+    code = TransformerManager().transform_cell(INSTALL_CELL)
+    exec(compile(code, "<install cell>", "exec"), ns)  # noqa: S102 - the cell under test
+    return calls, ns
+
+
+def test_outside_colab_the_cell_does_nothing(monkeypatch):
+    calls, ns = _shell_commands(monkeypatch, colab=False)
+    assert calls == [] and "REPO_URL" not in ns
+
+
+def test_on_colab_the_cell_clones_then_updates(monkeypatch, tmp_path):
+    from importlib.metadata import version
+
+    clone = tmp_path / "mixbook"
+    monkeypatch.setenv(REPO_DIR_ENV, str(clone))
+    monkeypatch.delenv(REPO_URL_ENV, raising=False)
+    calls, ns = _shell_commands(monkeypatch, colab=True)
+    assert calls == [f"git clone -q --depth 1 --branch {REPO_BRANCH} {REPO_URL} {clone}",
+                     f'pip install -q -e {clone} "torch=={version("torch")}"']  # torch pinned to what is installed
+    assert sys.path[0] == str(clone)
+    (clone / ".git").mkdir(parents=True)  # an earlier clone: fetched and reset, not cloned again
+    monkeypatch.setenv(REPO_URL_ENV, "https://example.invalid/fork")
+    calls, _ = _shell_commands(monkeypatch, colab=True)
+    assert calls[0].startswith(f"git -C {clone} fetch -q --depth 1 https://example.invalid/fork {REPO_BRANCH} && "
+                               f"git -C {clone} reset -q --hard FETCH_HEAD")
+    assert calls[1].startswith(f"pip install -q -e {clone} ")
+
+
 def test_install_cell_defaults_to_the_public_repository():
     assert f'os.environ.get("{REPO_URL_ENV}", "{REPO_URL}")' in INSTALL_CELL
     assert "torch==" in INSTALL_CELL and "google.colab" in INSTALL_CELL
 
 
+@pytest.mark.slow
 def test_the_cell_installs_mixlib_and_chapter_00_runs(colab):
     assert not colab.clone.exists()
     first = colab.run("twice", notebook=ROOT / "notebooks" / "00_environment.ipynb")
@@ -191,6 +241,7 @@ def test_the_cell_installs_mixlib_and_chapter_00_runs(colab):
     assert Path(proc.stdout.strip()).is_relative_to(colab.clone)
 
 
+@pytest.mark.slow
 def test_an_older_clone_is_brought_up_to_date(colab):
     if not colab.clone.exists():
         colab.run("once")
