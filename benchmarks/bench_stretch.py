@@ -8,6 +8,9 @@ On a random-init BERT with bert-base dimensions (12 layers, 12 heads, d=768,
 * ``psi``: ``mixlib.norm_stretch(enc)``: the same products plus the per-head
   norms, the scaling and copying the (L, H, V) results to numpy.
 
+It also times ``norm_stretch(bias=True)`` and ``random_psi_rms`` +
+``normalize_stretch`` (chapter 11's normalised psi) against the plain call.
+
 It prints the ratio psi / bare (target <= 1.25), interleaving the two and
 taking the best of ``--repeat`` runs of each to tame the noise of a shared CPU.
 
@@ -135,6 +138,18 @@ def main() -> None:
     print(f"bare products: {b:.2f} s ({flops / b / 1e9:.0f} GFLOP/s)")
     print(f"norm_stretch:  {p:.2f} s")
     print(f"ratio psi / bare = {p / b:.3f}   (target <= 1.25)")
+
+    # -- chapter 11's additions: biases and normalisation -------------------------
+    t0 = time.perf_counter()
+    mixlib.norm_stretch(enc, chunk=args.chunk, bias=True)
+    sync(device)
+    t_bias = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    rms = mixlib.random_psi_rms(enc)
+    n = mixlib.normalize_stretch(s, rms)
+    t_norm = time.perf_counter() - t0
+    print(f"norm_stretch(bias=True): {t_bias:.2f} s  (ratio to psi {t_bias / p:.2f}; one bias add per product, expected close to 1)")
+    print(f"random_psi_rms + normalize_stretch: {t_norm:.2f} s  (ratio to psi {t_norm / p:.2f}; {n.psi_qkv.nbytes / 2**20:.0f} MiB per array)")
 
     # -- memory ----------------------------------------------------------------
     MB = 2**20
