@@ -618,14 +618,17 @@ def load_mlm_head(enc: Any) -> Any | None:
         where = str(packaged_model_dir())
     else:
         where = getattr(enc.model.config, "_name_or_path", "") or enc.name
-    level = hf_logging.get_verbosity()
+    level, bar = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity(logging.ERROR)  # the "newly initialized" warning is what we check ourselves
+    hf_logging.disable_progress_bar()
     try:
         model, info = AutoModelForMaskedLM.from_pretrained(where, local_files_only=enc.source != "hub", output_loading_info=True)
     except (OSError, ValueError, KeyError):
         return None
     finally:
         hf_logging.set_verbosity(level)
+        if bar:
+            hf_logging.enable_progress_bar()
     missing = [k for k in info.get("missing_keys", []) if "predictions" in k or k.startswith(("cls.", "lm_head", "vocab_"))]
     if missing:
         return None
