@@ -217,7 +217,7 @@ def check_out(value: str) -> Path:
     """Validate ``--out``: a new or empty folder, or an earlier run's output; raises :class:`UsageError`."""
     if not value or not value.strip():
         _bad("--out is empty; give the folder to write into, e.g. --out results/mixing.")
-    out = Path(value).expanduser()
+    out = Path(os.path.normpath(Path(value).expanduser()))  # "a/b/.." -> "a": the folder's own name is needed
     if out.exists() and not out.is_dir():
         _bad(f"--out {out} is a file, not a folder; give a new or empty folder.")
     if out.is_dir() and any(out.iterdir()) and not _is_mixlib_output(out):

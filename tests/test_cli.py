@@ -215,6 +215,16 @@ def test_every_option_is_checked_before_a_model_is_loaded(argv, message, tmp_pat
     assert (tmp_path / "FOREIGN" / "notes.txt").read_text() == "mine"
 
 
+def test_out_is_never_the_working_folder_or_above(tmp_path, monkeypatch):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.chdir(empty)
+    for value in (".", "..", "sub/..", str(empty)):
+        with pytest.raises(cli.UsageError, match="working folder or one of its parents|already holds files"):
+            cli.check_out(value)
+    assert cli.check_out("new/../fresh") == Path("fresh")
+
+
 def test_cuda_device_without_cuda_is_bad_input(tmp_path, capsys, no_model):
     import torch
 
