@@ -561,10 +561,11 @@ def _hub_error(err: Exception) -> Exception:
     return _Unreachable(f"{host} cannot be reached ({type(err).__name__}{': ' + text if text else ''})")
 
 
-def _in_thread(target: Any, *, deadline: float | None = None, stall: float | None = None) -> Any:
+def _in_thread(target: Any, *, deadline: float | None = None, stall: float | None = None, progress: Any = None) -> Any:
     """Run ``target(beat)`` in a daemon thread; give up after ``deadline`` seconds in all, or after
-    ``stall`` seconds without a ``beat()``. Returns its result or re-raises its exception; giving up
-    raises :class:`_Unreachable` (the thread is abandoned: blocking network calls cannot be interrupted)."""
+    ``stall`` seconds without a ``beat()`` (or a change in ``progress()``, polled). Returns its result or
+    re-raises its exception; giving up raises :class:`_Unreachable` (the thread is abandoned: blocking
+    network calls cannot be interrupted)."""
     import time
 
     box: dict[str, Any] = {}
@@ -582,9 +583,14 @@ def _in_thread(target: Any, *, deadline: float | None = None, stall: float | Non
     t0 = time.monotonic()
     worker = threading.Thread(target=run, daemon=True, name="mixlib-hub")
     worker.start()
+    seen = progress() if progress is not None else None
     while worker.is_alive():
         worker.join(0.2)
         now = time.monotonic()
+        if progress is not None:
+            current = progress()
+            if current != seen:
+                seen, last[0] = current, now
         if deadline is not None and now - t0 > deadline:
             raise _Unreachable(f"{_hub_address()[0]} did not answer within {deadline:g} s")
         if stall is not None and now - last[0] > stall:
@@ -645,19 +651,32 @@ def _hub_files(name: str, probe_timeout: float) -> list[str]:
 
 def _download(name: str, files: list[str], stall_timeout: float) -> None:
     """Download ``files`` of ``name`` into the Hugging Face cache; give up when no byte arrives for ``stall_timeout`` s."""
+    import inspect
+
     from huggingface_hub import hf_hub_download
     from huggingface_hub.utils import logging as hub_logging
 
+    # progress: bytes arriving in the repository's cache folder (any huggingface_hub), and where
+    # hf_hub_download takes a progress-bar class (recent versions), every update of its bar
+    repo_dir = _hub_cache_dir() / f"models--{name.replace('/', '--')}"
+    takes_bar = "tqdm_class" in inspect.signature(hf_hub_download).parameters
+
+    def cached_bytes() -> int:
+        try:
+            return sum(f.stat().st_size for f in repo_dir.glob("blobs/*"))
+        except OSError:
+            return -1
+
     def fetch(beat: Any) -> None:
-        bar = _progress_beat(beat)
+        extra = {"tqdm_class": _progress_beat(beat)} if takes_bar else {}
         for f in files:
             beat()
-            hf_hub_download(name, f, tqdm_class=bar, etag_timeout=PROBE_TIMEOUT)
+            hf_hub_download(name, f, etag_timeout=PROBE_TIMEOUT, **extra)
 
     level = hub_logging.get_verbosity()
     hub_logging.set_verbosity_error()  # no retry log: one line says what happened
     try:
-        _in_thread(fetch, stall=stall_timeout)
+        _in_thread(fetch, stall=stall_timeout, progress=cached_bytes)
     except _Unreachable:
         raise
     except Exception as err:  # noqa: BLE001 - mapped below
