@@ -437,3 +437,11 @@ def test_boot_spearman_vs_explicit_resamples():
     got = _boot_spearman(x, y, counts)
     ref = [spearmanr(x[d], y[d]).statistic for d in draws]
     np.testing.assert_allclose(got, ref, atol=1e-12)
+
+
+def test_new_functions_exported_lazily():
+    from mixlib import positional
+
+    for name in ("centred_overlap", "Overlap", "token_attention", "map_correlation", "psi_rank_agreement"):
+        assert getattr(mixlib, name) is getattr(positional, name)
+        assert name in positional.__all__
