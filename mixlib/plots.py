@@ -455,7 +455,7 @@ def draw_subspace_projection(vectors: Any, P: Any, *, ax: Any = None) -> plt.Fig
 
 
 def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None = None, note: str = "",
-                    normalized: bool = False, null: Any = None) -> plt.Figure:
+                    normalized: bool = False, null: Any = None, ylabel: str | None = None) -> plt.Figure:
     """Mean psi_qkv per cluster sorted in descending order: one panel per layer, one curve per head (Maeda Fig. 2).
 
     Parameters
@@ -477,6 +477,9 @@ def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None 
         the band from the lowest 2.5 % to the highest 97.5 % quantile over the
         heads of each layer is shaded (clusters of the same sizes, members
         shuffled).
+    ylabel : str, optional
+        Label of the y axes (e.g. when ``cs`` holds each curve divided by its
+        median); the default names psi_qkv.
 
     Returns
     -------
@@ -518,7 +521,7 @@ def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None 
     for ax in axes[-1]:
         ax.set_xlabel("クラスタの順位（大きい順）")
     for row in axes:
-        row[0].set_ylabel(r"正規化したクラスタ平均 $\psi_{qkv}$" if normalized else r"クラスタ平均 $\psi_{qkv}$")
+        row[0].set_ylabel(ylabel or (r"正規化したクラスタ平均 $\psi_{qkv}$" if normalized else r"クラスタ平均 $\psi_{qkv}$"))
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.tight_layout()
     fig.legend(handles, labels, title="ヘッド" if band is None and not normalized else None, fontsize=7.5, title_fontsize=8, loc="center left",

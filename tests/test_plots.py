@@ -176,6 +176,7 @@ def test_plot_psi_curves_reference_line_and_null_band():
     band = ax.collections[0].get_paths()[0].vertices[:, 1]
     assert band.min() == pytest.approx(low[0].min(axis=0).min()) and band.max() == pytest.approx(high[0].max(axis=0).max())
     assert "正規化" in ax.get_ylabel()
+    assert _render(plots.plot_psi_curves(cs, MODEL, ylabel="中央値との比")).axes[0].get_ylabel() == "中央値との比"
     with pytest.raises(ValueError, match="null must match"):
         plots.plot_psi_curves(cs, MODEL, null=(low[:1], high[:1]))
 
