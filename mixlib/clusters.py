@@ -11,6 +11,13 @@ paper's Table 2 and Fig. 3, :func:`cluster_summary` its Table 3 and
 Token types are decided by rules, not by hand as in the paper, so counts differ
 from the paper's Table 3 (which labels whole clusters manually).
 
+Null baselines: :func:`cluster_permutation_null` compares the sorted cluster
+curves (Fig. 2) with clusters of the same sizes whose members are shuffled;
+:func:`feature_null` compares the best head for a token set with the best
+head for random sets of the same size; :func:`cluster_stability` measures how
+much the clustering moves between k-means runs (adjusted Rand index, type
+counts, overlap of the clusters that hold chosen tokens).
+
 Shapes: ``V`` vocabulary, ``D`` model dimension, ``K`` clusters, ``L`` layers,
 ``H`` heads. Arrays are numpy, on the CPU.
 """

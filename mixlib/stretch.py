@@ -14,6 +14,14 @@ the square root of its dimension. Its square is a scaled Rayleigh quotient,
 ``psi**2 = (d / d') * x^T (P^T P) x / x^T x`` (paper eq. 5), so it lies between
 the scaled smallest and largest eigenvalues of ``P^T P`` (:func:`stretch_bounds`).
 
+psi = 1 is not a neutral value for a trained head: a random direction gets
+``sqrt(E psi**2) = ||P||_F / sqrt(d')`` (:func:`random_psi_rms`), which differs
+from head to head and projection to projection. :func:`normalize_stretch`
+divides by it, so that 1 means "as much as a random direction" in every head;
+compare heads only on that scale. ``norm_stretch(bias=True)`` adds the
+projection biases the paper leaves out, and :func:`bias_rank_correlation`
+says how much that changes the order of the tokens.
+
 Results are numpy arrays on the CPU; shapes are commented as ``(L, H, V)`` =
 layers, heads, vectors (the vocabulary by default).
 """
