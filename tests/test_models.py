@@ -382,7 +382,8 @@ def test_fallback_without_network_is_quick_and_says_so(how, tmp_path):
         assert secs < 10, f"falling back took {secs:.1f}s"
         if server is not None:  # the decision was the hub's answer (or silence), not a refused connection
             assert server.hits >= 1
-            assert ("answered HTTP 503" if how == "503" else "ReadTimeout") in notices[0], notices[0]
+            said = ("answered HTTP 503",) if how == "503" else ("ReadTimeout", "did not answer within")
+            assert any(text in notices[0] for text in said), notices[0]
 
         proc, _ = _run(REFUSE, env_extra=env, drop=OFFLINE_ENV_DROP, prefix=prefix)
         assert proc.returncode == 0, proc.stderr[-2000:]
