@@ -40,7 +40,7 @@ computed). The per-token work goes through blocks of about
 :data:`BLOCK_TOKENS` tokens with reused scratch buffers, so that it stays in
 the CPU cache.
 
-Every call checks itself on every layer: mix + keep_attn + keep_res + bias
+Every call checks itself on every layer, three ways: mix + keep_attn + keep_res + bias
 must reproduce the model's own LayerNorm output (max abs error over all real
 tokens and elements), and the attention weights recomputed from the hooked Q
 and K must reproduce the model's own attention output (the input of
@@ -67,6 +67,15 @@ Positions where ``attention_mask`` is 0 hold NaN in every per-token field
 (norms, ratios, vectors), so any statistic that forgets to exclude them shows
 NaN instead of a silently wrong number. :func:`mixing_table` and
 :func:`mixing_summary` exclude them.
+
+Uncertainty and conventions
+---------------------------
+:func:`mixing_table` and :func:`mixing_summary` take ``ci=0.95`` for a
+seeded bootstrap interval over sequences (:func:`layer_means` does the same
+for any per-token quantity). The ratio depends on conventions that the
+decomposition itself leaves free -- which side ``b_V W_O`` and ``b_O`` are
+counted on -- and on the LayerNorm's centring and gamma (a uniform scale
+cannot move it); :func:`mixing_conventions` measures both.
 
 Units
 -----
@@ -358,13 +367,14 @@ def _norm(z: torch.Tensor) -> torch.Tensor:
 SPLIT_PROBE_SEED = 20211
 
 
-def split_probe(out_module: torch.nn.Module, n_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
+def split_probe(out_module: Any, n_heads: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The probe of the split self-check, taken from the ``attn_out`` module itself.
 
     Parameters
     ----------
-    out_module : torch.nn.Linear
-        The layer's attention output projection (weight ``(D, D)``, out x in).
+    out_module : torch.nn.Linear or torch.Tensor
+        The layer's attention output projection, or its weight ``(D, D)``
+        (out x in, as ``torch.nn.Linear`` stores it).
     n_heads : int
 
     Returns
@@ -376,7 +386,7 @@ def split_probe(out_module: torch.nn.Module, n_heads: int) -> tuple[torch.Tensor
         row ``c``), cut into one column per head: column h holds p on head h's
         ``d'`` input coordinates and 0 elsewhere.
     """
-    weight = out_module.weight.detach()  # (D_out, D_in), as torch.nn.Linear stores it
+    weight = getattr(out_module, "weight", out_module).detach()  # (D_out, D_in), as torch.nn.Linear stores it
     d_out, d_in = weight.shape
     gen = torch.Generator().manual_seed(SPLIT_PROBE_SEED)
     u = torch.randn(d_out, generator=gen, dtype=torch.float64)
@@ -493,10 +503,7 @@ def decompose_layer(
     b_c = (b_o - b_o.mean()) * gamma if b_o is not None else torch.zeros_like(gamma)  # (D,): centred b_O times gamma
     r = ws.projection(H, dh)  # (D, H), block-diagonal: one fixed random unit vector per head
     if probe is None:
-        lin = torch.nn.Linear(D, D, bias=False, device=dev)
-        with torch.no_grad():
-            lin.weight.copy_(w_o)
-        probe = split_probe(lin, H)
+        probe = split_probe(w_o, H)
     u, p_heads = probe  # (D,), (D, H)
     p_all = p_heads.sum(dim=1)  # (D,) = W_O^T u
     ln_error = torch.zeros((), device=dev)
@@ -791,9 +798,10 @@ def decompose(
     Raises
     ------
     RuntimeError
-        The decomposition does not reproduce the model's own LayerNorm output
-        (or the recomputed attention its attention output) within ``atol`` on
-        some layer; the message names the layer and the error.
+        The decomposition does not reproduce the model's own LayerNorm output,
+        the recomputed attention its attention output, or f_j(x_j) its
+        independent recomputation (the split check) within ``atol`` on some
+        layer; the message names the layer and the error.
     ValueError, TypeError
         Bad input: empty text list, a non-string item, a layer out of range,
         a malformed tokenized batch.

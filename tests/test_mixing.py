@@ -397,6 +397,8 @@ def test_split_probe_is_w_o_transposed_per_head(tiny_enc):
         outside = torch.ones(tiny_enc.d_model, dtype=torch.bool)
         outside[h * dh:(h + 1) * dh] = False
         assert (p_heads[outside, h] == 0).all()
+    u2, p2 = mx.split_probe(mod.weight, tiny_enc.n_heads)  # the weight alone gives the same probe
+    assert torch.equal(u, u2) and torch.equal(p_heads, p2)
     c = torch.randn(5, tiny_enc.d_model, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         direct = (mod(c) - mod.bias) @ u
