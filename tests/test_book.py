@@ -168,7 +168,7 @@ def test_toc_parts_and_chapter_numbers():
     """Captioned parts in the book's order; chapter N (as Sphinx numbers it) is notebooks/NN_*.ipynb."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
     captions = [p["caption"] for p in toc["parts"] if p.get("caption")]
-    assert captions == ["はじめに", "第I部 意味の分散表現", "第II部 系列から系列へ", "第III部 Transformer", "第IV部 BERT",
+    assert captions == ["はじめに", "第I部 意味の分散表現", "第II部 系列変換", "第III部 Transformer", "第IV部 BERT",
                         "第V部 BERT の内部を測る", "付録"]
     number = 0
     for part in toc["parts"]:
