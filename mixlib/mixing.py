@@ -1410,14 +1410,14 @@ def mixing_conventions(enc: Any, batch: Any, *, layers: Any = None, batch_size: 
     dev = enc.device
 
     def nrm(z: torch.Tensor) -> torch.Tensor:
-        return torch.linalg.vector_norm(z.double(), dim=-1)
+        return torch.linalg.vector_norm(z, dim=-1).double()
 
     def rat(mix: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         a, b = nrm(mix), nrm(keep)
         return a / (a + b)
 
     def cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.cosine_similarity(a.double(), b.double(), dim=-1)
+        return torch.nn.functional.cosine_similarity(a, b, dim=-1).double()
 
     for b0 in range(0, B, int(batch_size)):
         b1 = min(B, b0 + int(batch_size))

@@ -605,7 +605,7 @@ def test_mixing_conventions_against_decompose_and_naive(tiny_enc):
     np.testing.assert_allclose(v.ratios["full_ln"][:, real], m.ratio.numpy()[:, real], atol=2e-5)
     np.testing.assert_allclose(v.ratios["before_ln"][:, real], m.attnres_n.numpy()[:, real], atol=2e-5)
     # a uniform scale changes nothing
-    np.testing.assert_allclose(v.ratios["scale_only"][:, real], v.ratios["before_ln"][:, real], atol=1e-12)
+    np.testing.assert_allclose(v.ratios["scale_only"][:, real], v.ratios["before_ln"][:, real], atol=1e-6)  # float32 rounding only
     # b_O / beta conventions from decompose's own vectors
     for li in range(m.n_layers):
         beta = tiny_enc.module(li, "attn_norm").bias.detach().numpy()
