@@ -81,7 +81,7 @@ def draw_attention(source: str, output: Sequence[str], weights: np.ndarray, *, s
     ax2.set_xticks(range(S), list(source), fontsize=7 if S > 15 else 9)
     ax2.set_yticks(range(T), list(output), fontsize=7 if T > 15 else 9)
     ax2.axhline(t, color="#ff7f0e", lw=1.0, alpha=0.8)
-    ax2.set(xlabel="入力の位置 s", ylabel="出力の位置 t", title="整列（alignment）$a_{t,s}$")
+    ax2.set(xlabel="入力の位置 s", ylabel="出力の位置 t", title="アライメント（alignment）$a_{t,s}$")
     ax2.grid(False)
     fig.colorbar(im, ax=ax2, fraction=0.05, pad=0.03)
     if caption:
