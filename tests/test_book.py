@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from mixlib._repo import INSTALL_CELL as _INSTALL_CELL
 from mixlib._repo import REPO_URL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,14 +24,8 @@ NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
 BOOK_PAGES = sorted((ROOT / "book").glob("*.md"))
 
-INSTALL_CELL = f'''# Colab で開いたときだけ、このリポジトリ（mixlib とデータ）をインストールする。torch には触れない。
-import os, sys
-if "google.colab" in sys.modules:
-    REPO_URL = "{REPO_URL}"
-    if not os.path.isdir("/content/mixbook"):
-        !git clone -q --depth 1 {{REPO_URL}} /content/mixbook
-    !pip install -q -e /content/mixbook
-    sys.path.insert(0, "/content/mixbook")'''
+#: Cell 1 of every notebook: the one canonical Colab install cell.
+INSTALL_CELL = _INSTALL_CELL
 
 #: Keys the chapters were promised (see the authors' notes); all must exist in references.bib.
 REQUIRED_BIB_KEYS = """

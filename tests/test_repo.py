@@ -44,18 +44,18 @@ def test_repo_url_is_a_github_repository():
 
 
 def test_every_colab_cell_clones_repo_url():
-    """Each notebook's install cell clones the URL the book's Colab button points to."""
-    found = 0
+    """Each notebook's first cell is the canonical install cell, which clones the URL the Colab button points to."""
+    from mixlib._repo import INSTALL_CELL, REPO_URL_ENV
+
+    defaults = re.findall(r'os\.environ\.get\("' + REPO_URL_ENV + r'",\s*"([^"]+)"\)', INSTALL_CELL)
+    assert defaults == [REPO_URL], f"INSTALL_CELL's default repository is {defaults}, expected [{REPO_URL!r}]"
+    assert NOTEBOOKS, "no notebooks"
     for path in NOTEBOOKS:
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        for cell in nb["cells"]:
-            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            for url in re.findall(r'REPO_URL\s*=\s*"([^"]+)"', src):
-                found += 1
-                assert url == REPO_URL, f"{path.name}: REPO_URL = {url!r}, expected {REPO_URL!r} (mixlib/_repo.py)"
-            for url in re.findall(r"git clone[^\n]*?(https://github\.com/\S+)", src):
-                assert url.rstrip("/").removesuffix(".git") == REPO_URL, f"{path.name} clones {url}"
-    assert found >= 1, "no notebook has an install cell defining REPO_URL"
+        first = json.loads(path.read_text(encoding="utf-8"))["cells"][0]
+        src = "".join(first["source"]) if isinstance(first["source"], list) else first["source"]
+        assert src == INSTALL_CELL, f"{path.name}: cell 1 is not mixlib._repo.INSTALL_CELL (run the update script)"
+        for url in re.findall(r"https://github\.com/[^\s\"']+", src):
+            assert url.rstrip("/").removesuffix(".git") == REPO_URL, f"{path.name} names {url}"
 
 
 def test_readme_links_every_chapter_in_colab():
