@@ -6,6 +6,8 @@
     python -m mixlib stretch    --model NAME --out DIR
     python -m mixlib clusters   --model NAME --out DIR [--k 1000]
     python -m mixlib positional --model NAME --out DIR
+    python -m mixlib stream-mixing --model NAME --texts FILE --out CHUNKS [--shard i/n]
+    python -m mixlib merge      --chunks CHUNKS --out DIR
 
 Each command writes CSV tables (UTF-8, one header row), PNG figures with
 Japanese labels and ``run.json`` (the model and the options) into ``--out``,
@@ -21,6 +23,14 @@ A careful tool:
   folder next to ``--out`` and moves it into place at the end; a failure or
   an interruption leaves nothing behind. ``--out`` must be a new or empty
   folder, or the output of an earlier run (which is then replaced as a whole).
+
+``stream-mixing`` is the exception to the last rule, on purpose: it is meant
+for corpora too large for one run, so it writes one Parquet file per chunk of
+texts straight into ``--out`` (each file whole or absent, written under a
+temporary name and renamed), and a later run with the same options -- after
+Ctrl-C, or another ``--shard`` on another machine -- skips the chunks that are
+already there. ``merge`` turns such a folder into the tables of ``mixing``
+without loading a model.
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ examples:
   python -m mixlib stretch --model roberta-base --out out/stretch
   python -m mixlib clusters --model all-MiniLM-L6-v2 --k 1000 --out out/clusters
   python -m mixlib positional --out out/positional
+  python -m mixlib stream-mixing --texts corpus.txt --shard 0/4 --out out/chunks   (and 1/4, 2/4, 3/4 elsewhere)
+  python -m mixlib merge --chunks out/chunks --out out/mixing-corpus
 
 --model: a hub id, a local model directory, or all-MiniLM-L6-v2 (packaged, offline).
 Default: $MIXLIB_MODEL, else bert-base-uncased; offline, the packaged model is used
@@ -54,6 +66,8 @@ Supported families: post-LayerNorm BERT-family encoders (bert, roberta, electra)
 
 --out: a new or empty folder, or the folder of an earlier run (replaced as a whole).
 Files appear only when the command succeeds; nothing is left behind otherwise.
+stream-mixing instead adds chunk files to --out one by one and resumes there
+(Ctrl-C keeps the finished chunks); merge reads them (--chunks) without a model.
 Exit status: 0 done, 2 bad input (one line on stderr), 130 interrupted (Ctrl-C), 143 terminated.
 """
 
@@ -69,6 +83,7 @@ such as [MASK], [SEP], [CLS] in the text are read as ordinary text unless
 """
 
 PAPER_MODEL = "bert-base-uncased"
+STREAM_META = "stream.json"  # mixlib.stream.META: marks a folder of stream-mixing chunk files
 _TMP_TAG = ".mixlib-tmp-"  # hidden folders next to --out: .<name>.mixlib-tmp-<pid>-<random>
 
 
@@ -220,6 +235,8 @@ def check_out(value: str) -> Path:
     out = Path(os.path.normpath(Path(value).expanduser()))  # "a/b/.." -> "a": the folder's own name is needed
     if out.exists() and not out.is_dir():
         _bad(f"--out {out} is a file, not a folder; give a new or empty folder.")
+    if (out / STREAM_META).exists():
+        _bad(f"--out {out} holds the chunk files of stream-mixing, which this run would replace; give another folder.")
     if out.is_dir() and any(out.iterdir()) and not _is_mixlib_output(out):
         _bad(f"--out {out} already holds files that python -m mixlib did not write; give a new or empty folder "
              "(an earlier run's output folder is replaced as a whole).")
@@ -344,10 +361,74 @@ def _check_device(value: str) -> None:
             _bad(f"--device {value!r}: there are {torch.cuda.device_count()} CUDA devices (cuda:0..cuda:{torch.cuda.device_count() - 1}).")
 
 
+def check_stream_out(value: str) -> Path:
+    """Validate ``--out`` of stream-mixing: a new or empty folder, or one that already holds its chunk files (resume)."""
+    if not value or not value.strip():
+        _bad("--out is empty; give the folder for the chunk files, e.g. --out results/chunks.")
+    out = Path(os.path.normpath(Path(value).expanduser()))
+    if out.exists() and not out.is_dir():
+        _bad(f"--out {out} is a file, not a folder; give a new or empty folder, or an earlier stream-mixing folder.")
+    if out.is_dir() and any(out.iterdir()) and not (out / STREAM_META).exists():
+        _bad(f"--out {out} holds files but no {STREAM_META}, so it is not a stream-mixing folder; "
+             "give a new or empty folder (or the folder of an earlier stream-mixing run to resume it).")
+    return out
+
+
+def _check_stream_args(args: argparse.Namespace) -> None:
+    from .stream import iter_texts, parse_shard
+
+    args.out = check_stream_out(args.out)
+    try:
+        args.shard = "{}/{}".format(*parse_shard(args.shard))
+    except ValueError as err:
+        _bad(f"--shard: {err}")
+    texts = Path(args.texts).expanduser()
+    if not texts.is_file():
+        _bad(f"--texts {texts}: no such file (give a UTF-8 text file, one text or 'A<TAB>B' pair per line).")
+    try:
+        args.n_texts = sum(1 for _ in iter_texts(texts, header=bool(args.header)))  # reads every line once: bad lines fail now
+    except UnicodeDecodeError as err:
+        _bad(f"--texts {texts} is not UTF-8 text ({err.reason} at byte {err.start}).")
+    if args.n_texts == 0:
+        _bad(f"--texts {texts} holds no texts (blank lines and '#' comments are skipped).")
+    meta = args.out / STREAM_META
+    if meta.exists():  # a resume or another shard: the options must be those recorded
+        try:
+            old = json.loads(meta.read_text(encoding="utf-8"))
+        except ValueError:
+            _bad(f"{meta} is not valid JSON; remove it (and the chunk files) to start over, or give another --out.")
+        given = {"texts": texts.name, "chunk_size": args.chunk_size, "rate": args.rate, "seed": args.seed,
+                 "count": args.mask_count, "max_length": args.max_length, "header": bool(args.header)}
+        diff = {k: f"{old.get(k)!r} recorded, {v!r} given" for k, v in given.items() if old.get(k) != v}
+        if diff:
+            _bad(f"--out {args.out} holds chunks of a run with other options ({'; '.join(f'{k}: {d}' for k, d in diff.items())}); "
+                 "give the same options to resume, or another --out.")
+
+
+def _check_merge_args(args: argparse.Namespace) -> None:
+    chunks = Path(args.chunks).expanduser()
+    if not chunks.is_dir():
+        _bad(f"--chunks {chunks}: no such folder (give the --out folder of stream-mixing).")
+    if not (chunks / STREAM_META).exists():
+        _bad(f"--chunks {chunks} has no {STREAM_META}: it is not the --out folder of stream-mixing.")
+    if not any(chunks.glob("chunk-*.parquet")):
+        _bad(f"--chunks {chunks} holds no chunk-*.parquet files yet; run stream-mixing first.")
+    args.out = check_out(args.out)
+    if chunks.resolve().is_relative_to(args.out.resolve()):
+        _bad(f"--chunks {chunks} lies inside --out {args.out}, which this run replaces; give another --out.")
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Every check that needs no model; raises :class:`UsageError`. Runs before anything is loaded."""
-    if args.model is not None and not args.model.strip():
+    if getattr(args, "model", None) is not None and not args.model.strip():
         _bad("--model is empty; give a hub id such as bert-base-uncased, a local folder, or all-MiniLM-L6-v2.")
+    if args.command == "merge":
+        _check_merge_args(args)
+        return
+    if args.command == "stream-mixing":
+        _check_stream_args(args)
+        _check_device(args.device)
+        return
     args.out = check_out(args.out)
     if args.command == "mixing":
         texts = Path(args.texts).expanduser()
@@ -367,7 +448,7 @@ def check_args(args: argparse.Namespace) -> None:
 
 def check_args_for_model(args: argparse.Namespace, enc: Any) -> None:
     """The checks that need the model (its size); before anything is computed."""
-    if args.command == "mixing" and args.max_length > enc.max_positions:
+    if args.command in ("mixing", "stream-mixing", "maps") and args.max_length > enc.max_positions:
         _bad(f"--max-length {args.max_length} is larger than {enc.name} accepts ({enc.max_positions} tokens); "
              f"choose 4..{enc.max_positions}.")
     if args.command == "clusters" and args.k > enc.vocab_size:
@@ -440,7 +521,7 @@ def cmd_mixing(args: argparse.Namespace, enc: Any, out: _Out) -> None:
 
     texts = args.texts_list
     with special_tokens_as_text(enc.tokenizer, not args.keep_special_tokens):
-        batch = mask_tokens(enc, texts, rate=args.rate, seed=args.seed, max_length=args.max_length)
+        batch = mask_tokens(enc, texts, rate=args.rate, seed=args.seed, max_length=args.max_length, count=args.mask_count)
     m = decompose(enc, batch, batch_size=args.batch_size, vectors=False, progress=True)
 
     ratio = mixing_table(m, metric="ratio")
@@ -454,6 +535,7 @@ def cmd_mixing(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     out.csv("paper_vs_ours_by_layer.csv", by_layer, index_label="layer")
     out.csv("paper_vs_ours_summary.csv", pooled, index_label="variant")
     out.json("run.json", {**_card(enc, args), "texts": len(texts), "mask_rate": args.rate, "seed": args.seed,
+                          "mask_count": args.mask_count,
                           "paper_model": PAPER_MODEL, "paper_diff": enc.name == PAPER_MODEL,
                           "max_reconstruction_error": [float(e) for e in m.max_error]})
 
@@ -538,11 +620,54 @@ def cmd_positional(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     out.fig(f"position_attention_layer{args.layer}.png", plots.plot_position_attention(att, enc, layer=args.layer))
 
 
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def cmd_stream_mixing(args: argparse.Namespace, enc: Any) -> None:
+    """Chunk files written one by one into --out (no staging folder: a re-run resumes)."""
+    from .stream import stream_mixing
+
+    t0 = time.perf_counter()
+    res = stream_mixing(enc, Path(args.texts).expanduser(), args.out, chunk_size=args.chunk_size, shard=args.shard,
+                        rate=args.rate, seed=args.seed, count=args.mask_count, max_length=args.max_length,
+                        batch_size=args.batch_size, header=bool(args.header), progress=None)
+    _write_atomic(args.out / "run.json", json.dumps(
+        {**_card(enc, args), "texts_in_file": args.n_texts, "chunks_written": list(res.written),
+         "chunks_skipped": list(res.skipped), "sequences_written": res.n_sequences}, ensure_ascii=False, indent=2))
+    print(f"shard {args.shard}: wrote {len(res.written)} chunks ({res.n_sequences} texts), skipped {len(res.skipped)} "
+          f"already there, into {args.out} in {time.perf_counter() - t0:.1f}s; "
+          f"combine the shards with: python -m mixlib merge --chunks {args.out} --out DIR")
+
+
+def cmd_merge(args: argparse.Namespace, enc: Any, out: _Out) -> None:
+    from . import plots
+    from .stream import merge_mixing
+
+    res = merge_mixing(Path(args.chunks).expanduser())
+    out.csv("mixing_ratio_by_layer.csv", res["table"], index_label="layer")
+    out.csv("summary.csv", res["summary"], index_label="variant")
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("func", "command")}
+    out.json("run.json", {"command": args.command, "options": options, "model": res["model"],
+                          "n_sequences": res["n_sequences"], "chunks": res["chunks"]})
+    plots.setup()
+    out.fig("mixing_ratio_by_layer.png", plots.plot_mixing_by_layer(res["table"], res["model"]))
+
+
 COMMANDS = {
     "mixing": (cmd_mixing, "analysis A: mixing vs. preserving per layer and token category (Kobayashi et al.)"),
     "stretch": (cmd_stretch, "analysis B: norm stretch psi of every head for every word embedding (Maeda et al.)"),
     "clusters": (cmd_clusters, "analysis B: k-means of the vocabulary, psi per cluster, top clusters per head"),
     "positional": (cmd_positional, "word vs. position embeddings: PCA, cosine histogram, attention from positions alone"),
+    "stream-mixing": (cmd_stream_mixing, "analysis A at corpus scale: chunk files (Parquet) written one by one, resumable, shardable"),
+    "merge": (cmd_merge, "analysis A tables and figure from the chunk files of stream-mixing (no model is loaded)"),
 }
 
 
@@ -566,11 +691,33 @@ def build_parser() -> argparse.ArgumentParser:
                            epilog=(TEXTS_HELP + "\n" if name == "mixing" else "") + EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(func=func)
+        if name == "stream-mixing":
+            p.add_argument("--out", required=True,
+                           help="folder of the chunk files: new, empty, or an earlier stream-mixing folder (resumed: "
+                                "chunks already there are skipped); each chunk file appears whole or not at all")
+        else:
+            p.add_argument("--out", required=True,
+                           help="output folder: new, empty, or an earlier run's output (replaced as a whole); files appear only on success")
+        if name == "merge":
+            p.add_argument("--chunks", required=True, help="the --out folder of stream-mixing (all shards written into it)")
+            continue
         p.add_argument("--model", default=None, help="hub id, local directory, or all-MiniLM-L6-v2 (default: $MIXLIB_MODEL, else bert-base-uncased)")
-        p.add_argument("--out", required=True,
-                       help="output folder: new, empty, or an earlier run's output (replaced as a whole); files appear only on success")
         p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1 ... (default: auto)")
         p.add_argument("--no-fallback", action="store_true", help="fail instead of using the packaged model when --model cannot be loaded")
+        if name == "stream-mixing":
+            p.add_argument("--texts", required=True, help="UTF-8 file read lazily: one text per line, or 'A<TAB>B' for a sentence pair; "
+                                                          "'#' lines and blank lines skipped")
+            p.add_argument("--header", action=argparse.BooleanOptionalAction, default=False,
+                           help="skip the first (non-comment) line of --texts (default: no)")
+            p.add_argument("--chunk-size", type=_int(1), default=256, help="texts per chunk file (default: 256)")
+            p.add_argument("--shard", default="0/1", help="i/n: process chunks k with k %% n == i, so n machines split one file "
+                                                          "into the same --out (default: 0/1, all chunks)")
+            p.add_argument("--rate", type=_fraction, default=0.12, help="fraction of non-special tokens replaced by [MASK] (default: 0.12)")
+            p.add_argument("--seed", type=_int(0), default=0, help="masking seed; text s uses the stream (seed, s) (default: 0)")
+            p.add_argument("--mask-count", choices=("floor", "round"), default="floor",
+                           help="masks per sequence: floor(rate*n) (the official code) or round(rate*n), at least 1 (default: floor)")
+            p.add_argument("--max-length", type=_int(4), default=128, help="tokens per sequence; longer ones are truncated (default: 128)")
+            p.add_argument("--batch-size", type=_int(1), default=32, help="sequences per forward pass (default: 32)")
         if name == "mixing":
             p.add_argument("--texts", required=True, help="UTF-8 file: one text per line, or 'A<TAB>B' for a sentence pair; '#' lines skipped (see below)")
             p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
@@ -580,6 +727,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="read [MASK], [SEP], [CLS] ... written in the texts as special tokens (default: as plain text)")
             p.add_argument("--rate", type=_fraction, default=0.12, help="fraction of non-special tokens replaced by [MASK] (default: 0.12, as the paper)")
             p.add_argument("--seed", type=_int(0), default=0, help="masking seed (default: 0)")
+            p.add_argument("--mask-count", choices=("floor", "round"), default="floor",
+                           help="masks per sequence: floor(rate*n) (the official code) or round(rate*n), at least 1 (default: floor)")
             p.add_argument("--max-length", type=_int(4), default=128, help="tokens per sequence; longer ones are truncated with a warning (default: 128)")
             p.add_argument("--batch-size", type=_int(1), default=32, help="sequences per forward pass (default: 32)")
             p.add_argument("--limit", type=_int(1), default=None, help="use only the first N texts (default: all)")
@@ -626,17 +775,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous = None
     try:
         check_args(args)
+        if args.command == "stream-mixing":  # resumable: chunk files go straight into --out, one by one
+            enc = _encoder(args)
+            check_args_for_model(args, enc)
+            args.func(args, enc)
+            return 0
         out = _Out(args.out)
-        enc = _encoder(args)
-        check_args_for_model(args, enc)
+        enc = None if args.command == "merge" else _encoder(args)
+        if enc is not None:
+            check_args_for_model(args, enc)
         t0 = time.perf_counter()
         args.func(args, enc, out)
         out.commit()
         out.report(t0)
         return 0
     except KeyboardInterrupt as stop:
+        kept = ("finished chunk files are kept; run the same command again to resume" if args.command == "stream-mixing"
+                else "nothing was written")
         print(f"\n{prog}: {'terminated' if isinstance(stop, _Terminated) else 'interrupted'}; "
-              f"nothing was written to {args.out}.", file=sys.stderr)
+              f"{kept} ({args.out}).", file=sys.stderr)
         return 143 if isinstance(stop, _Terminated) else 130
     except (ValueError, OSError) as err:
         print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)

@@ -395,3 +395,93 @@ def test_mixing_reads_literal_masks_as_text(tmp_path, packaged_enc):
     expected = mixlib.mixing_table(mixlib.decompose(packaged_enc, batch, vectors=False))
     got = pd.read_csv(tmp_path / "o0" / "mixing_ratio_by_layer.csv", index_col="layer")
     pd.testing.assert_frame_equal(got, expected, check_names=False, atol=1e-6, check_dtype=False)
+
+
+# -- stream-mixing and merge -----------------------------------------------------------------
+
+STREAM_LINES = ["The cat sat on the mat.\tIt was warm there.", "Paris is the capital.\tOf France, that is.",
+                "He went home, then slept.\tThe next day was long.", "A short one.\tAnd its partner.",
+                "Rain fell all night.\tThe river rose."]
+
+
+def test_stream_mixing_in_two_shards_then_merge_equals_mixing(tmp_path, capsys, packaged_enc):
+    texts = tmp_path / "t.txt"
+    texts.write_text("\n".join(STREAM_LINES) + "\n", encoding="utf-8")
+    chunks = tmp_path / "chunks"
+    opts = ["--texts", str(texts), "--out", str(chunks), "--chunk-size", "2", "--seed", "5", "--rate", "0.2",
+            "--mask-count", "round"]
+    assert cli.main(["stream-mixing", *MODEL, *opts, "--shard", "0/2"]) == 0
+    assert "wrote 2 chunks" in capsys.readouterr().out  # chunks 0 and 2
+    assert sorted(p.name for p in chunks.glob("chunk-*.parquet")) == ["chunk-0000000.parquet", "chunk-0000002.parquet"]
+    assert cli.main(["stream-mixing", *MODEL, *opts, "--shard", "1/2"]) == 0
+    assert cli.main(["stream-mixing", *MODEL, *opts, "--shard", "0/2"]) == 0  # a re-run resumes: nothing to do
+    assert "wrote 0 chunks (0 texts), skipped 2" in capsys.readouterr().out
+    assert json.loads((chunks / "run.json").read_text(encoding="utf-8"))["command"] == "stream-mixing"
+    merged = tmp_path / "merged"
+    assert cli.main(["merge", "--chunks", str(chunks), "--out", str(merged)]) == 0
+    for f in ("mixing_ratio_by_layer.csv", "summary.csv", "run.json", "mixing_ratio_by_layer.png"):
+        assert (merged / f).stat().st_size > 0, f
+    assert json.loads((merged / "run.json").read_text(encoding="utf-8"))["n_sequences"] == len(STREAM_LINES)
+    whole = tmp_path / "whole"
+    assert cli.main(["mixing", *MODEL, "--texts", str(texts), "--out", str(whole), "--seed", "5", "--rate", "0.2",
+                     "--mask-count", "round"]) == 0
+    for f in ("mixing_ratio_by_layer.csv", "summary.csv"):
+        a = pd.read_csv(merged / f, index_col=0)
+        b = pd.read_csv(whole / f, index_col=0)
+        pd.testing.assert_frame_equal(a, b, check_names=False, atol=1e-4, check_dtype=False)
+
+
+def test_stream_mixing_options_are_checked_before_a_model_is_loaded(tmp_path, capsys, no_model):
+    texts = _texts(tmp_path)
+    out = tmp_path / "o"
+    for argv, message in [
+        (["--shard", "2/2"], "--shard: shard '2/2'"),
+        (["--shard", "half"], "not of the form i/n"),
+        (["--chunk-size", "0"], "argument --chunk-size"),
+        (["--mask-count", "ceil"], "argument --mask-count: invalid choice"),
+    ]:
+        assert cli.main(["stream-mixing", "--texts", texts, "--out", str(out), "--device", "cpu", *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    bad = _texts(tmp_path, "a\tb\tc\n", name="bad.txt")
+    assert cli.main(["stream-mixing", "--texts", bad, "--out", str(out), "--device", "cpu"]) == 2
+    assert "expected one text or two texts" in capsys.readouterr().err
+    out.mkdir()
+    (out / "stream.json").write_text(json.dumps({"texts": "t.txt", "chunk_size": 256, "rate": 0.12, "seed": 0,
+                                                  "count": "floor", "max_length": 128, "header": False}))
+    assert cli.main(["stream-mixing", "--texts", texts, "--out", str(out), "--device", "cpu", "--seed", "1"]) == 2
+    assert "seed: 0 recorded, 1 given" in capsys.readouterr().err
+    # merge and the staged commands never replace a chunk folder
+    assert cli.main(["merge", "--chunks", str(out), "--out", str(tmp_path / "m")]) == 2
+    assert "no chunk-*.parquet" in capsys.readouterr().err
+    assert cli.main(["mixing", "--texts", texts, "--out", str(out), "--device", "cpu"]) == 2
+    assert "holds the chunk files of stream-mixing" in capsys.readouterr().err
+    assert cli.main(["merge", "--chunks", str(tmp_path / "nope"), "--out", str(tmp_path / "m")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
+def test_stream_mixing_ctrl_c_keeps_finished_chunks_and_resumes(tmp_path, monkeypatch, capsys, packaged_enc):
+    import mixlib.mixing
+
+    monkeypatch.setattr(cli, "_encoder", lambda args: packaged_enc)
+    real = mixlib.mixing.decompose
+    calls = []
+
+    def interrupt_second(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(mixlib.mixing, "decompose", interrupt_second)
+    texts = _texts(tmp_path, "\n".join(STREAM_LINES[:3]) + "\n")
+    out = tmp_path / "chunks"
+    argv = ["stream-mixing", *MODEL, "--texts", texts, "--out", str(out), "--chunk-size", "1"]
+    assert cli.main(argv) == 130
+    assert "finished chunk files are kept" in capsys.readouterr().err
+    assert [p.name for p in out.glob("chunk-*.parquet")] == ["chunk-0000000.parquet"]
+    assert not list(out.glob(".*.tmp"))
+    assert cli.main(argv) == 0
+    assert "wrote 2 chunks (2 texts), skipped 1" in capsys.readouterr().out
+    assert len(list(out.glob("chunk-*.parquet"))) == 3
