@@ -6,6 +6,7 @@
     python -m mixlib stretch    --model NAME --out DIR
     python -m mixlib clusters   --model NAME --out DIR [--k 1000]
     python -m mixlib positional --model NAME --out DIR
+    python -m mixlib maps       --model NAME --texts FILE --out DIR [--perm N]
     python -m mixlib stream-mixing --model NAME --texts FILE --out CHUNKS [--shard i/n]
     python -m mixlib merge      --chunks CHUNKS --out DIR
 
@@ -56,6 +57,7 @@ examples:
   python -m mixlib stretch --model roberta-base --out out/stretch
   python -m mixlib clusters --model all-MiniLM-L6-v2 --k 1000 --out out/clusters
   python -m mixlib positional --out out/positional
+  python -m mixlib maps --texts data/sentence_pairs.tsv --limit 50 --perm 100 --out out/maps
   python -m mixlib stream-mixing --texts corpus.txt --shard 0/4 --out out/chunks   (and 1/4, 2/4, 3/4 elsewhere)
   python -m mixlib merge --chunks out/chunks --out out/mixing-corpus
 
@@ -430,7 +432,7 @@ def check_args(args: argparse.Namespace) -> None:
         _check_device(args.device)
         return
     args.out = check_out(args.out)
-    if args.command == "mixing":
+    if args.command in ("mixing", "maps"):
         texts = Path(args.texts).expanduser()
         if texts.resolve().is_relative_to(args.out.resolve()):
             _bad(f"--texts {texts} lies inside --out {args.out}, which this run replaces; move it elsewhere.")
@@ -620,6 +622,66 @@ def cmd_positional(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     out.fig(f"position_attention_layer{args.layer}.png", plots.plot_position_attention(att, enc, layer=args.layer))
 
 
+def own_share(cm: Any) -> Any:
+    """Per layer and measure, the mean over real tokens of the share of a token's own column in its row.
+
+    For token i of a sequence with real tokens 1..n: ``M[i, i] / sum_j M[i, j]``;
+    the table averages it over every real token of every sequence.
+    """
+    import numpy as np
+    import pandas as pd
+
+    real = cm.attention_mask.bool().numpy()
+    rows = {}
+    for name, maps in cm.maps.items():
+        m = np.nan_to_num(maps.numpy().astype(np.float64))  # (L, B, N, N), padding NaN -> 0
+        m = m * real[None, :, None, :]
+        diag = np.diagonal(m, axis1=2, axis2=3)  # (L, B, N)
+        share = diag / np.maximum(m.sum(-1), 1e-30)
+        rows[name] = share[:, real].mean(axis=1)
+    df = pd.DataFrame(rows, index=pd.Index(list(cm.layers), name="layer"))
+    df.columns.name = "measure"
+    return df
+
+
+def cmd_maps(args: argparse.Namespace, enc: Any, out: _Out) -> None:
+    import itertools
+
+    import numpy as np
+    import pandas as pd
+
+    from .data import mask_tokens
+    from .measures import agreement_null, context_maps, measure_agreement
+
+    texts = args.texts_list
+    with special_tokens_as_text(enc.tokenizer, not args.keep_special_tokens):
+        batch = mask_tokens(enc, texts, rate=args.rate, seed=args.seed, max_length=args.max_length, count=args.mask_count)
+    batch.pop("masked", None)
+    cm = context_maps(enc, batch, batch_size=args.batch_size)
+    agreement = measure_agreement(cm, offdiag=True)
+    out.csv("agreement.csv", agreement, index_label="layer")
+    out.csv("agreement_rollout.csv", measure_agreement(cm, rollout=True), index_label="layer")
+    out.csv("own_share.csv", own_share(cm), index_label="layer")
+    if args.perm:
+        rows = []
+        for layer in cm.layers:
+            for a, b in itertools.combinations(list(cm.maps), 2):
+                observed = float(agreement.loc[layer, (f"{a} vs {b}", "mean")])
+                null = agreement_null(cm, a, b, layer=layer, n_perm=args.perm, seed=args.seed, offdiag=True)
+                null = null[np.isfinite(null)]
+                rows.append({"layer": layer, "pair": f"{a} vs {b}", "observed": observed,
+                             "null_mean": float(null.mean()) if len(null) else float("nan"),
+                             "null_q95": float(np.quantile(null, 0.95)) if len(null) else float("nan"),
+                             "p_value": float((1 + np.sum(null >= observed)) / (1 + len(null))), "n_perm": len(null)})
+        out.csv("agreement_null.csv", pd.DataFrame(rows), index=False)
+    arrays = {name: m.numpy() for name, m in cm.maps.items()}
+    with open(out.path("maps.npz"), "wb") as fh:
+        np.savez_compressed(fh, input_ids=cm.input_ids.numpy(), attention_mask=cm.attention_mask.numpy(),
+                            layers=np.asarray(cm.layers), **arrays)
+    out.json("run.json", {**_card(enc, args), "texts": len(texts), "mask_rate": args.rate, "seed": args.seed,
+                          "measures": list(cm.maps), "max_self_check_error": [float(e) for e in cm.max_error]})
+
+
 def _write_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -666,6 +728,7 @@ COMMANDS = {
     "stretch": (cmd_stretch, "analysis B: norm stretch psi of every head for every word embedding (Maeda et al.)"),
     "clusters": (cmd_clusters, "analysis B: k-means of the vocabulary, psi per cluster, top clusters per head"),
     "positional": (cmd_positional, "word vs. position embeddings: PCA, cosine histogram, attention from positions alone"),
+    "maps": (cmd_maps, "token-to-token maps of five context-mixing measures: agreement between them, own-token share"),
     "stream-mixing": (cmd_stream_mixing, "analysis A at corpus scale: chunk files (Parquet) written one by one, resumable, shardable"),
     "merge": (cmd_merge, "analysis A tables and figure from the chunk files of stream-mixing (no model is loaded)"),
 }
@@ -688,7 +751,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for name, (func, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text,
-                           epilog=(TEXTS_HELP + "\n" if name == "mixing" else "") + EPILOG,
+                           epilog=(TEXTS_HELP + "\n" if name in ("mixing", "maps") else "") + EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(func=func)
         if name == "stream-mixing":
@@ -718,7 +781,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="masks per sequence: floor(rate*n) (the official code) or round(rate*n), at least 1 (default: floor)")
             p.add_argument("--max-length", type=_int(4), default=128, help="tokens per sequence; longer ones are truncated (default: 128)")
             p.add_argument("--batch-size", type=_int(1), default=32, help="sequences per forward pass (default: 32)")
-        if name == "mixing":
+        if name in ("mixing", "maps"):
             p.add_argument("--texts", required=True, help="UTF-8 file: one text per line, or 'A<TAB>B' for a sentence pair; '#' lines skipped (see below)")
             p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                            help="the first line of --texts names its columns (sentence_a/sentence_b or text) "
@@ -732,6 +795,10 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--max-length", type=_int(4), default=128, help="tokens per sequence; longer ones are truncated with a warning (default: 128)")
             p.add_argument("--batch-size", type=_int(1), default=32, help="sequences per forward pass (default: 32)")
             p.add_argument("--limit", type=_int(1), default=None, help="use only the first N texts (default: all)")
+        if name == "maps":
+            p.add_argument("--perm", type=_int(0), default=0,
+                           help="permutations of the null of every agreement (senders shuffled within each row; "
+                                "agreement_null.csv); 0: none (default: 0)")
         if name == "clusters":
             p.add_argument("--k", type=_int(1), default=1000, help="number of k-means clusters (default: 1000, as the paper)")
             p.add_argument("--upper-k", type=_int(1), default=7, help="clusters of the centroids, at most --k (default: 7)")

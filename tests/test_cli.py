@@ -485,3 +485,45 @@ def test_stream_mixing_ctrl_c_keeps_finished_chunks_and_resumes(tmp_path, monkey
     assert cli.main(argv) == 0
     assert "wrote 2 chunks (2 texts), skipped 1" in capsys.readouterr().out
     assert len(list(out.glob("chunk-*.parquet"))) == 3
+
+
+# -- maps --------------------------------------------------------------------------------------
+
+
+def test_maps_command_matches_the_library(tmp_path, packaged_enc):
+    import numpy as np
+
+    import mixlib
+    from mixlib.measures import context_maps, measure_agreement
+
+    texts = tmp_path / "t.txt"
+    texts.write_text("\n".join(STREAM_LINES[:3]) + "\n", encoding="utf-8")
+    out = tmp_path / "maps"
+    assert cli.main(["maps", *MODEL, "--texts", str(texts), "--out", str(out), "--seed", "2", "--perm", "3"]) == 0
+    for f in ("agreement.csv", "agreement_rollout.csv", "own_share.csv", "agreement_null.csv", "maps.npz", "run.json"):
+        assert (out / f).stat().st_size > 0, f
+    batch = mixlib.mask_tokens(packaged_enc, cli.read_texts(texts), rate=0.12, seed=2)
+    batch.pop("masked", None)
+    cm = context_maps(packaged_enc, batch)
+    agreement = pd.read_csv(out / "agreement.csv", header=[0, 1], index_col=0)
+    np.testing.assert_allclose(agreement.to_numpy(), measure_agreement(cm, offdiag=True).to_numpy(), atol=1e-4)
+    # own share, straight from the definition: one token at a time
+    share = pd.read_csv(out / "own_share.csv", index_col="layer")
+    lengths = cm.attention_mask.sum(1).tolist()
+    for name in ("norm", "alti"):
+        for layer in (0, 5):
+            vals = [cm.map(name, layer, b)[i, i] / cm.map(name, layer, b)[i].sum() for b, n in enumerate(lengths) for i in range(n)]
+            assert share.loc[layer, name] == pytest.approx(float(np.mean(vals)), rel=1e-4)
+    with np.load(out / "maps.npz") as z:
+        assert z["alti"].shape == tuple(cm["alti"].shape) and (z["input_ids"] == cm.input_ids.numpy()).all()
+        np.testing.assert_allclose(z["norm"], cm["norm"].numpy(), atol=1e-5)
+    null = pd.read_csv(out / "agreement_null.csv")
+    assert len(null) == 6 * 10 and null.p_value.between(0.25, 1).all()  # (1 + k) / (1 + 3)
+
+
+def test_maps_bad_option_exits_2_before_loading(tmp_path, capsys, no_model):
+    assert cli.main(["maps", "--texts", _texts(tmp_path), "--out", str(tmp_path / "o"), "--perm", "-1", "--device", "cpu"]) == 2
+    assert "argument --perm" in capsys.readouterr().err
+    assert cli.main(["maps", "--texts", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "o"), "--device", "cpu"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
