@@ -437,6 +437,12 @@ def check_args(args: argparse.Namespace) -> None:
         if texts.resolve().is_relative_to(args.out.resolve()):
             _bad(f"--texts {texts} lies inside --out {args.out}, which this run replaces; move it elsewhere.")
         args.texts_list = read_texts(texts, header=args.header)
+    if args.command == "mixing":
+        if args.ci is None and (args.n_boot is not None or args.boot_seed is not None):
+            _bad("--n-boot and --boot-seed set the bootstrap interval of --ci; give --ci LEVEL (e.g. --ci 0.95) too, or leave them out.")
+        if args.ci is not None:
+            args.n_boot = 1000 if args.n_boot is None else args.n_boot
+            args.boot_seed = 0 if args.boot_seed is None else args.boot_seed
         if args.limit is not None:
             args.texts_list = args.texts_list[: args.limit]
     if args.command == "clusters":
@@ -533,16 +539,29 @@ def cmd_mixing(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     norms = pd.DataFrame({metric: mixing_table(m, metric=metric)["全体"] for metric in NORM_METRICS})
     out.csv("norms_by_layer.csv", norms, index_label="layer")
     out.csv("summary.csv", summary, index_label="variant")
+    if args.ci is not None:
+        boot = {"ci": args.ci, "n_boot": args.n_boot, "seed": args.boot_seed}
+        ratio_ci = mixing_table(m, metric="ratio", **boot)
+        out.csv("mixing_ratio_by_layer_ci.csv", ratio_ci, index_label="layer")
+        out.csv("summary_ci.csv", mixing_summary(m, **boot), index_label="variant")
+    if args.conventions:
+        from .mixing import mixing_conventions
+
+        v = mixing_conventions(enc, batch, batch_size=args.batch_size)
+        out.csv("conventions_by_layer.csv", v.table(), index_label="layer")
+        out.csv("conventions_norms_by_layer.csv", v.table(list(v.norms)), index_label="layer")
+        if args.ci is not None:
+            out.csv("conventions_by_layer_ci.csv", v.table(ci=args.ci, n_boot=args.n_boot, seed=args.boot_seed), index_label="layer")
     by_layer, pooled = paper_comparison(ratio, summary, enc.name)
     out.csv("paper_vs_ours_by_layer.csv", by_layer, index_label="layer")
     out.csv("paper_vs_ours_summary.csv", pooled, index_label="variant")
     out.json("run.json", {**_card(enc, args), "texts": len(texts), "mask_rate": args.rate, "seed": args.seed,
-                          "mask_count": args.mask_count,
+                          "mask_count": args.mask_count, "ci": args.ci, "n_boot": args.n_boot, "boot_seed": args.boot_seed,
                           "paper_model": PAPER_MODEL, "paper_diff": enc.name == PAPER_MODEL,
                           "max_reconstruction_error": [float(e) for e in m.max_error]})
 
     plots.setup()
-    out.fig("mixing_ratio_by_layer.png", plots.plot_mixing_by_layer(ratio, enc))
+    out.fig("mixing_ratio_by_layer.png", plots.plot_mixing_by_layer(ratio if args.ci is None else ratio_ci, enc))
     panels = {"注意機構が混ぜる": "norm_mix", "注意機構が残す": "norm_keep_attn", "残差結合が残す": "norm_res"}
     out.fig("norms_by_layer.png", plots.plot_norm_heatmaps({t: mixing_table(m, metric=k) for t, k in panels.items()}, enc))
 
@@ -795,6 +814,15 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--max-length", type=_int(4), default=128, help="tokens per sequence; longer ones are truncated with a warning (default: 128)")
             p.add_argument("--batch-size", type=_int(1), default=32, help="sequences per forward pass (default: 32)")
             p.add_argument("--limit", type=_int(1), default=None, help="use only the first N texts (default: all)")
+        if name == "mixing":
+            p.add_argument("--ci", type=_fraction, default=None,
+                           help="also write a bootstrap interval over the texts at this level, e.g. 0.95 "
+                                "(mixing_ratio_by_layer_ci.csv, summary_ci.csv; a band in the figure) (default: none)")
+            p.add_argument("--n-boot", type=_int(10), default=None, help="bootstrap resamples, with --ci (default: 1000)")
+            p.add_argument("--boot-seed", type=_int(0), default=None, help="seed of the resampling, with --ci (default: 0)")
+            p.add_argument("--conventions", action="store_true",
+                           help="also write the ratio under other bias conventions and after each LayerNorm step "
+                                "(conventions_by_layer.csv, conventions_norms_by_layer.csv; with --ci also conventions_by_layer_ci.csv)")
         if name == "maps":
             p.add_argument("--perm", type=_int(0), default=0,
                            help="permutations of the null of every agreement (senders shuffled within each row; "

@@ -527,3 +527,44 @@ def test_maps_bad_option_exits_2_before_loading(tmp_path, capsys, no_model):
     assert cli.main(["maps", "--texts", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "o"), "--device", "cpu"]) == 2
     assert "no such file" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_mixing_ci_and_conventions(tmp_path, capsys, packaged_enc):
+    import numpy as np
+
+    import mixlib
+    from mixlib.mixing import mixing_conventions
+
+    texts = tmp_path / "t.txt"
+    texts.write_text("\n".join(STREAM_LINES) + "\n", encoding="utf-8")
+    out = tmp_path / "mix"
+    assert cli.main(["mixing", *MODEL, "--texts", str(texts), "--out", str(out), "--seed", "1", "--ci", "0.9",
+                     "--n-boot", "20", "--boot-seed", "4", "--conventions", "--mask-count", "round"]) == 0
+    batch = mixlib.mask_tokens(packaged_enc, cli.read_texts(texts), rate=0.12, seed=1, count="round")
+    m = mixlib.decompose(packaged_enc, batch, vectors=False)
+    ci = pd.read_csv(out / "mixing_ratio_by_layer_ci.csv", header=[0, 1], index_col=0)
+    expected = mixlib.mixing_table(m, ci=0.9, n_boot=20, seed=4)
+    np.testing.assert_allclose(ci.to_numpy(), expected.to_numpy(), atol=1e-5)
+    assert (ci.xs("low", axis=1, level=1) <= ci.xs("high", axis=1, level=1) + 1e-9).all().all()
+    summary_ci = pd.read_csv(out / "summary_ci.csv", header=[0, 1], index_col=0)
+    assert summary_ci.shape == (5, 9)
+    conv = pd.read_csv(out / "conventions_by_layer.csv", index_col="layer")
+    v = mixing_conventions(packaged_enc, batch)
+    np.testing.assert_allclose(conv.to_numpy(), v.table().to_numpy(), atol=1e-5)
+    # an independent route to the same number: the full LayerNorm step is the book's AttnResLn-N ratio
+    ratio = pd.read_csv(out / "mixing_ratio_by_layer.csv", index_col="layer")
+    np.testing.assert_allclose(conv["full_ln"], ratio["全体"], atol=1e-3)
+    assert (out / "conventions_norms_by_layer.csv").stat().st_size > 0
+    conv_ci = pd.read_csv(out / "conventions_by_layer_ci.csv", header=[0, 1], index_col=0)
+    np.testing.assert_allclose(conv_ci.to_numpy(), v.table(ci=0.9, n_boot=20, seed=4).to_numpy(), atol=1e-5)
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert run["ci"] == 0.9 and run["n_boot"] == 20 and run["mask_count"] == "round"
+
+
+def test_mixing_boot_options_need_ci(tmp_path, capsys, no_model):
+    texts = _texts(tmp_path)
+    for extra, message in [(["--n-boot", "50"], "give --ci LEVEL"), (["--ci", "1.2"], "argument --ci"),
+                           (["--ci", "0.9", "--n-boot", "5"], "argument --n-boot"), (["--mask-count", "x"], "invalid choice")]:
+        assert cli.main(["mixing", "--texts", texts, "--out", str(tmp_path / "o"), "--device", "cpu", *extra]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
