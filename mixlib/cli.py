@@ -588,6 +588,21 @@ def cmd_stretch(args: argparse.Namespace, enc: Any, out: _Out) -> None:
                 row[f"bound_{name}_max"] = float(bounds.psi_max[pi, li, h])
             rows.append(row)
     out.csv("psi_by_head.csv", pd.DataFrame(rows), index=False)
+    heads = pd.MultiIndex.from_product([st.layers, range(enc.n_heads)], names=["layer", "head"])
+    if args.normalize:
+        from .stretch import normalize_stretch, random_psi_rms
+
+        rms = random_psi_rms(enc, layers=st.layers)  # (3, L, H)
+        out.csv("random_psi_rms.csv", pd.DataFrame({f"rms_{p}": rms[pi].reshape(-1) for pi, p in enumerate("qkv")}, index=heads))
+        ns = normalize_stretch(st, rms)
+        out.csv("psi_normalized_by_head.csv", pd.DataFrame(
+            {f"psi_{name}_mean": np.nanmean(ns.get(name), axis=-1).reshape(-1) for name in ("q", "k", "v", "qkv")}, index=heads))
+    if args.bias:
+        from .stretch import bias_rank_correlation
+
+        biased = norm_stretch(enc, bias=True)
+        out.csv("bias_rank_correlation.csv", pd.DataFrame(
+            {f"rho_{name}": bias_rank_correlation(st, biased, name).reshape(-1) for name in ("q", "k", "v", "qkv")}, index=heads))
     out.json("run.json", _card(enc, args))
     plots.setup()
     mean = pd.DataFrame(np.nanmean(st.psi_qkv, axis=2), index=pd.Index(st.layers, name="層"),
@@ -623,7 +638,7 @@ def cmd_positional(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     import pandas as pd
 
     from . import plots
-    from .positional import position_attention, positional_orthogonality
+    from .positional import centred_overlap, position_attention, positional_orthogonality
 
     po = positional_orthogonality(enc)
     summary = {"pairs": po.n_pairs, "mean_cos": po.mean_cos, "mean_abs_cos": po.mean_abs_cos,
@@ -634,6 +649,9 @@ def cmd_positional(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     out.json("run.json", _card(enc, args))
     out.csv("cos_histogram.csv", pd.DataFrame({"lo": po.bin_edges[:-1], "hi": po.bin_edges[1:], "count": po.hist}), index=False)
     out.csv("top_pairs.csv", po.top_pairs, index=False)
+    ov = centred_overlap(enc, None, seed=args.seed)
+    out.csv("overlap_cos.csv", ov.cos_table().rename("value").to_frame(), index_label="statistic")
+    out.csv("overlap_share.csv", ov.share_table(), index_label="k")
     att = position_attention(enc, layer=args.layer, n=args.n)
     plots.setup()
     out.fig("pca.png", plots.plot_positional_pca(po, enc))
@@ -832,7 +850,16 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--upper-k", type=_int(1), default=7, help="clusters of the centroids, at most --k (default: 7)")
             p.add_argument("--seed", type=_int(0), default=0, help="k-means random_state (default: 0)")
             p.add_argument("--top", type=_int(1), default=5, help="top clusters listed per head, at most --k (default: 5)")
+        if name == "stretch":
+            p.add_argument("--normalize", action="store_true",
+                           help="also write each head's random-direction psi (random_psi_rms.csv) and the per-head means of psi "
+                                "divided by it (psi_normalized_by_head.csv; 1 = as much as a random direction)")
+            p.add_argument("--bias", action="store_true",
+                           help="also write, per head, Spearman's rho between psi without and with the projection biases "
+                                "(bias_rank_correlation.csv)")
         if name == "positional":
+            p.add_argument("--seed", type=_int(0), default=0,
+                           help="seed of the random-rotation and random-subspace nulls of overlap_*.csv (default: 0)")
             p.add_argument("--layer", type=_int(0), default=0, help="layer of the position-only attention figure, 0-based (default: 0)")
             p.add_argument("--n", type=_int(1), default=64, help="positions in that figure (default: 64)")
     return parser

@@ -568,3 +568,44 @@ def test_mixing_boot_options_need_ci(tmp_path, capsys, no_model):
         assert cli.main(["mixing", "--texts", texts, "--out", str(tmp_path / "o"), "--device", "cpu", *extra]) == 2
         assert message in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+# -- stretch --normalize --bias, positional overlap -----------------------------------------------
+
+
+def test_stretch_normalize_and_bias(tmp_path, packaged_enc):
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    import mixlib
+
+    out = tmp_path / "st"
+    assert cli.main(["stretch", *MODEL, "--normalize", "--bias", "--out", str(out)]) == 0
+    rms = pd.read_csv(out / "random_psi_rms.csv", index_col=["layer", "head"])
+    assert len(rms) == packaged_enc.n_layers * packaged_enc.n_heads
+    dh = packaged_enc.d_head
+    W = packaged_enc.model.encoder.layer[2].attention.self.value.weight.detach().double()  # (D, D), rows = outputs
+    direct = float(W[5 * dh:(5 + 1) * dh].norm() / dh ** 0.5)  # ||P||_F / sqrt(d') of head 5
+    assert rms.loc[(2, 5), "rms_v"] == pytest.approx(direct, rel=1e-5)
+    psi = pd.read_csv(out / "psi_by_head.csv").set_index(["layer", "head"])
+    norm = pd.read_csv(out / "psi_normalized_by_head.csv", index_col=["layer", "head"])
+    np.testing.assert_allclose(norm["psi_v_mean"], psi["psi_v_mean"] / rms["rms_v"], rtol=1e-4)
+    rho = pd.read_csv(out / "bias_rank_correlation.csv", index_col=["layer", "head"])
+    st = mixlib.norm_stretch(packaged_enc, layers=[1])
+    biased = mixlib.norm_stretch(packaged_enc, layers=[1], bias=True)
+    a, b = st.get("k")[0, 3], biased.get("k")[0, 3]
+    ok = np.isfinite(a) & np.isfinite(b)
+    assert rho.loc[(1, 3), "rho_k"] == pytest.approx(spearmanr(a[ok], b[ok]).statistic, abs=1e-6)
+    assert rho.to_numpy().max() <= 1 + 1e-9
+
+
+def test_positional_writes_the_centred_overlap(tmp_path, packaged_enc):
+    out = tmp_path / "pos"
+    assert cli.main(["positional", *MODEL, "--n", "8", "--seed", "1", "--out", str(out)]) == 0
+    share = pd.read_csv(out / "overlap_share.csv", index_col="k")
+    D = packaged_enc.d_model
+    for k in share.index:  # a random k-dim subspace holds k/D of the variance on average
+        assert share.loc[k, "null_mean"] == pytest.approx(k / D, rel=0.25)
+    cos = pd.read_csv(out / "overlap_cos.csv", index_col="statistic")["value"]
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert cos["mean_abs_cos_raw"] == pytest.approx(summary["mean_abs_cos"], rel=1e-4)
