@@ -30,6 +30,13 @@ def test_help_lists_every_command_and_option():
     for opt in ("--texts", "--rate", "--seed", "--max-length", "--batch-size", "--out", "--model", "--device", "--no-fallback"):
         assert opt in help_mixing
     assert "--k" in sub["clusters"].format_help() and "--layer" in sub["positional"].format_help()
+    for name, opts in {"stream-mixing": ("--shard", "--chunk-size", "--mask-count", "--texts"), "merge": ("--chunks", "--out"),
+                       "maps": ("--perm", "--texts", "--rate"), "mixing": ("--ci", "--n-boot", "--boot-seed", "--conventions"),
+                       "stretch": ("--normalize", "--bias")}.items():
+        assert name in proc.stdout
+        for opt in opts:
+            assert opt in sub[name].format_help(), (name, opt)
+    assert "--model" not in {o for a in sub["merge"]._actions for o in a.option_strings}  # noqa: SLF001 - merge loads no model
 
 
 def test_read_texts_layouts(tmp_path):
