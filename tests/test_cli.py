@@ -334,8 +334,14 @@ def test_a_signal_during_a_real_run_exits_quietly(tmp_path, signame, status):
     import time
 
     out = tmp_path / "st"
+
+    def default_sigint() -> None:
+        # A pytest-xdist worker ignores SIGINT, and an ignored SIGINT is inherited: Python then installs no
+        # KeyboardInterrupt handler in the child. A user's terminal delivers Ctrl-C with the default disposition.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
     proc = subprocess.Popen([sys.executable, "-u", "-m", "mixlib", "stretch", *MODEL, "--out", str(out)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     line = proc.stdout.readline()  # "model: ..." once the encoder is loaded
     assert line.startswith("model:"), line + proc.stderr.read()
     time.sleep(0.5)
