@@ -60,13 +60,14 @@ reproduces the model's first LayerNorm output.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from .mixing import _StopForward, _as_batch, _first, _register
+from .mixing import _StopForward, _as_batch, _first, _register, _run_hooked
 
 __all__ = ["ContextMaps", "MEASURES", "context_maps", "measure_agreement", "agreement_null"]
 
@@ -298,18 +299,12 @@ def context_maps(
                     maps[name][li, gb, :nr, :nr] = m[:nr, :nr].cpu()
             max_err[li] = max(max_err[li], layer_err)
 
-        handles = []
-        try:
+        def hook_groups() -> Iterable[list[Any]]:
             for layer in layer_idx:
-                handles += _register(enc, layer, state, finish_attn)
-                handles.append(enc.module(layer, "ffn_norm").register_forward_hook(make_ffn_hook(layer), with_kwargs=True))
-            with torch.no_grad():
-                enc.model(**chunk)
-        except _StopForward:
-            pass
-        finally:
-            for h in handles:
-                h.remove()
+                yield _register(enc, layer, state, finish_attn)
+                yield [enc.module(layer, "ffn_norm").register_forward_hook(make_ffn_hook(layer), with_kwargs=True)]
+
+        _run_hooked(enc, chunk, hook_groups())
 
     tok = enc.tokenizer
     real_all = am.bool()

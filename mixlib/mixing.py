@@ -631,6 +631,26 @@ class _StopForward(Exception):
     """Raised from the last needed hook: the rest of the forward pass is not needed."""
 
 
+def _run_hooked(enc: Any, chunk: Mapping[str, torch.Tensor], hooks: Iterable[Iterable[Any]]) -> None:
+    """One forward pass of ``enc.model`` on ``chunk`` with forward hooks attached.
+
+    ``hooks`` yields groups of hook handles (e.g. :func:`_register` per layer); they
+    are registered as they are drawn and always removed, also when registration
+    fails half-way. A hook may end the pass early by raising :class:`_StopForward`.
+    """
+    handles: list[Any] = []
+    try:
+        for group in hooks:
+            handles.extend(group)
+        with torch.no_grad():
+            enc.model(**chunk)
+    except _StopForward:
+        pass
+    finally:
+        for h in handles:
+            h.remove()
+
+
 _PER_TOKEN_FIELDS = METRICS
 
 
@@ -913,17 +933,9 @@ def decompose(
                 if layer == layer_idx[-1]:
                     raise _StopForward
 
-            handles = []
             try:
-                for layer in layer_idx:
-                    handles += _register(enc, layer, state, finish_layer)
-                with torch.no_grad():
-                    enc.model(**chunk)
-            except _StopForward:
-                pass
+                _run_hooked(enc, chunk, (_register(enc, layer, state, finish_layer) for layer in layer_idx))
             finally:
-                for h in handles:
-                    h.remove()
                 state.clear()
             if bar is not None:
                 bar.update(b1 - b0)
@@ -1491,17 +1503,9 @@ def mixing_conventions(enc: Any, batch: Any, *, layers: Any = None, batch_size: 
             if layer == layer_idx[-1]:
                 raise _StopForward
 
-        handles = []
         try:
-            for layer in layer_idx:
-                handles += _register(enc, layer, state, finish)
-            with torch.no_grad():
-                enc.model(**chunk)
-        except _StopForward:
-            pass
+            _run_hooked(enc, chunk, (_register(enc, layer, state, finish) for layer in layer_idx))
         finally:
-            for h in handles:
-                h.remove()
             state.clear()
 
     from .data import token_categories
