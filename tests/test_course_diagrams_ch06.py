@@ -9,17 +9,7 @@ import pytest  # noqa: E402
 from mixlib.course.diagrams import ch06  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _japanese_font():
-    """The book's font set-up; a glyph the font lacks (e.g. ⊙, ⟨) fails the test instead of drawing a box."""
-    import warnings
-
-    from mixlib import plots
-
-    plots.setup()
-    with warnings.catch_warnings():
-        warnings.filterwarnings("error", message=".*missing from font")
-        yield
+pytestmark = pytest.mark.usefixtures("strict_japanese_font")
 
 
 def _texts(fig):
