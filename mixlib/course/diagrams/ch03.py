@@ -17,6 +17,8 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
+from . import canvas
+
 __all__ = ["draw_skipgram_window", "draw_negative_sampling"]
 
 _FILL = {"center": "#fde9c9", "context": "#dbe8f6", "outside": "#f4f4f4", "negative": "#f6dcdc", "vector": "#e4f2dc"}
@@ -32,15 +34,6 @@ def _box(ax: plt.Axes, x: float, y: float, text: str, *, w: float, h: float, kin
 def _arrow(ax: plt.Axes, start: tuple[float, float], end: tuple[float, float], *, color: str = _EDGE, rad: float = 0.0, lw: float = 1.3) -> None:
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=color, lw=lw,
                                  connectionstyle=f"arc3,rad={rad}", shrinkA=2, shrinkB=2))
-
-
-def _panel(width: float, height: float, xlim: tuple[float, float], ylim: tuple[float, float]) -> tuple[plt.Figure, plt.Axes]:
-    fig, ax = plt.subplots(figsize=(width, height))
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    return fig, ax
 
 
 def draw_skipgram_window(
@@ -77,7 +70,7 @@ def draw_skipgram_window(
         raise ValueError(f"window must be >= 1; got {window}.")
     n = len(tokens)
     step, w, h = 1.35, 1.15, 0.62
-    fig, ax = _panel(max(7.5, 1.05 * n + 0.8), 3.4, (-0.9, step * (n - 1) + 0.9), (-1.9, 1.9))
+    fig, ax = canvas(max(7.5, 1.05 * n + 0.8), 3.4, xlim=(-0.9, step * (n - 1) + 0.9), ylim=(-1.9, 1.9))
     y = 0.0
     lo, hi = max(0, center - window), min(n - 1, center + window)
     # the window
@@ -132,7 +125,7 @@ def draw_negative_sampling(
     if not negatives:
         raise ValueError("negatives must name at least one noise word (K >= 1).")
     K = len(negatives)
-    fig, ax = _panel(9.2, 0.62 * K + 3.2, (-0.4, 10.6), (-0.9 - 0.62 * K, 2.4))
+    fig, ax = canvas(9.2, 0.62 * K + 3.2, xlim=(-0.4, 10.6), ylim=(-0.9 - 0.62 * K, 2.4))
     _box(ax, 1.2, 0.6, f"{center}\n$v_i$", w=1.6, h=0.95, kind="center")
     ax.text(1.2, 1.45, "中心語", ha="center", fontsize=10)
     # positive

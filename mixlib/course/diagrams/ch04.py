@@ -11,6 +11,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch
 
+from . import canvas
+
 __all__ = ["box", "arrow", "node", "canvas", "draw_unrolled_rnn", "draw_gru_cell", "draw_encoder_decoder"]
 
 #: colours used in every concept figure of Part II-III
@@ -25,14 +27,6 @@ COLORS = {
 }
 
 
-def canvas(width: float, height: float, *, xlim: tuple[float, float], ylim: tuple[float, float]) -> tuple[plt.Figure, plt.Axes]:
-    """A figure with one axis-free panel in data coordinates ``xlim`` x ``ylim`` (equal aspect)."""
-    fig, ax = plt.subplots(figsize=(width, height))
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    return fig, ax
 
 
 def box(ax: plt.Axes, x: float, y: float, text: str, *, w: float = 1.0, h: float = 0.6, color: str = "state", fontsize: float = 10, lw: float = 1.2, ls: str = "-") -> tuple[float, float, float, float]:

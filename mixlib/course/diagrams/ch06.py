@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 
-from .ch04 import arrow, box, canvas, node
+from . import canvas
+from .ch04 import arrow, box, node
 
 __all__ = ["draw_transformer", "draw_qkv", "draw_post_pre_ln"]
 
