@@ -29,12 +29,13 @@ PYTEST_ARGS ?= --durations=15
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help env vendor book test test-paper bench site-check clean clean-cache placeholders
+.PHONY: help env vendor book test test-paper test-colab bench site-check clean clean-cache placeholders
 
 help:
 	@echo "make book        build the executed book into _build/html (creates .venv on first use)"
 	@echo "make test        run pytest (unit tests + every notebook in fast mode)"
 	@echo "make test-paper  the CLI and every notebook (fast mode) on a random-weight stand-in for bert-base-uncased"
+	@echo "make test-colab  a replica of Colab's runtime: its install cell must replace nothing; then the chapters there"
 	@echo "make bench       run benchmarks/*.py (prints speed ratios)"
 	@echo "make site-check  open every built page in headless Chromium (after make book)"
 	@echo "make clean       remove _build/ and the execution cache (.jupyter_cache/)"
@@ -107,6 +108,19 @@ test-paper: env
 	if [ "$(PYTEST_WORKERS)" = "0" ]; then xdist=""; else xdist="-n $(PYTEST_WORKERS)"; fi; \
 	rc=0; $(PY) -m pytest $$xdist $(PYTEST_ARGS) tests/test_standin.py tests/test_notebooks.py::test_notebook_runs_in_fast_mode || rc=$$?; \
 	echo "make test-paper: $$(( $$(date +%s) - start )) s (exit $$rc; model: $$MIXLIB_MODEL stand-in in $$HF_HOME)"; \
+	exit $$rc
+
+# Colab's runtime (.ci/colab/pip-freeze.txt) replicated in $(COLAB_VENV): the notebooks' install cell run as
+# Colab runs it must change nothing the runtime had (it prints what it added), then tests/test_widgets.py and
+# every chapter in fast mode run there -- on the bert-base-uncased stand-in (COLAB_MODEL=standin, with
+# tests/test_standin.py: what Colab sessions use) or on the packaged model (COLAB_MODEL=packaged).
+# See .ci/colab_replica.py. pip's wheel cache makes a second run download nothing.
+COLAB_VENV ?= .venv-colab
+COLAB_MODEL ?= standin
+test-colab: env
+	@start=$$(date +%s); rc=0; \
+	$(PY) .ci/colab_replica.py --venv $(COLAB_VENV) --model $(COLAB_MODEL) --workers $(PYTEST_WORKERS) || rc=$$?; \
+	echo "make test-colab: $$(( $$(date +%s) - start )) s (exit $$rc)"; \
 	exit $$rc
 
 bench: env

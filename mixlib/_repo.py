@@ -24,25 +24,31 @@ COLAB_DIR = "/content/mixbook"
 
 #: Cell 1 of every notebook (tagged ``remove-cell``, so the book does not show it). On Colab only, it
 #: clones the repository, or brings an earlier clone up to date (``git fetch`` + ``reset --hard``:
-#: the clone is the book's copy, not a place for one's own edits), then installs mixlib (editable)
-#: with pip while requiring the torch that is already there, so pip never replaces Colab's torch.
-#: Running it again is harmless. Outside Colab it does nothing. IPython runs its ``!`` lines in a shell,
-#: after replacing ``{NAME}`` by the value of the Python variable NAME.
+#: the clone is the book's copy, not a place for one's own edits), then runs ``mixlib/_colab.py`` from
+#: the clone with the kernel's interpreter: it installs mixlib (editable) and what mixlib needs that the
+#: runtime lacks, and refuses, in one line, to replace anything the runtime already has (torch,
+#: ipywidgets 7, ...). The cell prints that one line; on a refusal it stops (``SystemExit``: the rest of
+#: a "run all" does not run). Running it again is harmless. Outside Colab it does nothing. IPython runs
+#: its ``!`` lines in a shell, after replacing ``{NAME}`` by the value of the Python variable NAME.
 INSTALL_CELL = f"""\
-# Colab で開いたときだけ、このリポジトリ（mixlib とデータ）を入れる。torch には触れない。
+# Colab で開いたときだけ、このリポジトリ（mixlib とデータ）を入れる。Colab にあるもの（torch など）は替えない。
 # 何度実行してもよい（前に入れたものは最新にする）。別の複製を使うときは環境変数 {REPO_URL_ENV} に URL を入れる。
 import os, sys
 if "google.colab" in sys.modules:
-    from importlib.metadata import version
+    import subprocess
     REPO_URL = os.environ.get("{REPO_URL_ENV}", "{REPO_URL}")
     REPO_DIR = os.environ.get("{REPO_DIR_ENV}", "{COLAB_DIR}")
-    TORCH = version("torch")
     if os.path.isdir(os.path.join(REPO_DIR, ".git")):
         !git -C {{REPO_DIR}} fetch -q --depth 1 {{REPO_URL}} {REPO_BRANCH} && git -C {{REPO_DIR}} reset -q --hard FETCH_HEAD || echo "更新できなかったので、前に入れた版のまま進む"
     else:
         !git clone -q --depth 1 --branch {REPO_BRANCH} {{REPO_URL}} {{REPO_DIR}}
-    !pip install -q -e {{REPO_DIR}} "torch=={{TORCH}}"
-    version("mixlib")  # インストールできなかったときは、ここで止まる（上のメッセージを見る）
+    if not os.path.isfile(os.path.join(REPO_DIR, "mixlib", "_colab.py")):
+        raise SystemExit(f"{{REPO_URL}} を取得できなかった（上の git のメッセージを見る）。")
+    _done = subprocess.run([sys.executable, os.path.join(REPO_DIR, "mixlib", "_colab.py"), REPO_DIR],
+                           capture_output=True, text=True)
+    print((_done.stdout + _done.stderr).strip())
+    if _done.returncode != 0:
+        raise SystemExit("mixlib を入れられなかった（理由と対処は上の 1 行）。")
     if REPO_DIR not in sys.path:
         sys.path.insert(0, REPO_DIR)"""
 

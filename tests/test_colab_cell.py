@@ -169,11 +169,13 @@ def colab(tmp_path_factory):
     return types.SimpleNamespace(base=base, origin=origin, clone=clone, venv=venv, venv_site=venv_site, py=py, env=env, run=run)
 
 
-def _shell_commands(monkeypatch, *, colab: bool) -> tuple[list[str], dict]:
-    """Run the cell through IPython's transformer with a recording ``get_ipython().system``.
+def _shell_commands(monkeypatch, *, colab: bool, returncode: int = 0, stdout: str = "") -> tuple[list, dict]:
+    """Run the cell through IPython's transformer with a recording ``get_ipython().system`` and ``subprocess.run``.
 
     Each ``!`` line is recorded after IPython's own ``{VAR}`` expansion (DollarFormatter, as
-    ``InteractiveShell.system`` does), instead of being run.
+    ``InteractiveShell.system`` does), instead of being run; so is the installer's argv, which
+    "exits" with ``returncode`` after printing ``stdout``. The installer file is created where the clone
+    would have it, so the cell finds it.
     """
     from IPython.core.inputtransformer2 import TransformerManager
     from IPython.utils.text import DollarFormatter
@@ -183,9 +185,22 @@ def _shell_commands(monkeypatch, *, colab: bool) -> tuple[list[str], dict]:
     else:
         monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))  # the cell may add the clone to sys.path
-    calls: list[str] = []
+    calls: list = []
     ns: dict = {}
-    shell = types.SimpleNamespace(system=lambda cmd: calls.append(DollarFormatter().vformat(cmd, [], ns)))
+
+    def system(cmd):
+        calls.append(DollarFormatter().vformat(cmd, [], ns))
+        if cmd.startswith("git clone"):
+            installer = Path(ns["REPO_DIR"]) / "mixlib" / "_colab.py"
+            installer.parent.mkdir(parents=True, exist_ok=True)
+            installer.touch()
+
+    def run(argv, **kw):
+        calls.append(list(argv))
+        return subprocess.CompletedProcess(argv, returncode, stdout, "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    shell = types.SimpleNamespace(system=system)
     ns["get_ipython"] = lambda: shell
     code = TransformerManager().transform_cell(INSTALL_CELL)
     exec(compile(code, "<install cell>", "exec"), ns)  # noqa: S102 - the cell under test
@@ -197,27 +212,44 @@ def test_outside_colab_the_cell_does_nothing(monkeypatch):
     assert calls == [] and "REPO_URL" not in ns
 
 
-def test_on_colab_the_cell_clones_then_updates(monkeypatch, tmp_path):
-    from importlib.metadata import version
-
+def test_on_colab_the_cell_clones_then_updates(monkeypatch, tmp_path, capsys):
     clone = tmp_path / "mixbook"
     monkeypatch.setenv(REPO_DIR_ENV, str(clone))
     monkeypatch.delenv(REPO_URL_ENV, raising=False)
-    calls, ns = _shell_commands(monkeypatch, colab=True)
+    calls, ns = _shell_commands(monkeypatch, colab=True, stdout="mixlib 0.1.0 を入れた（…）。\n")
+    installer = str(clone / "mixlib" / "_colab.py")
     assert calls == [f"git clone -q --depth 1 --branch {REPO_BRANCH} {REPO_URL} {clone}",
-                     f'pip install -q -e {clone} "torch=={version("torch")}"']  # torch pinned to what is installed
+                     [sys.executable, installer, str(clone)]]  # the kernel's own interpreter runs the installer
     assert sys.path[0] == str(clone)
+    assert capsys.readouterr().out == "mixlib 0.1.0 を入れた（…）。\n"  # the installer's one line, nothing else
     (clone / ".git").mkdir(parents=True)  # an earlier clone: fetched and reset, not cloned again
     monkeypatch.setenv(REPO_URL_ENV, "https://example.invalid/fork")
     calls, _ = _shell_commands(monkeypatch, colab=True)
     assert calls[0].startswith(f"git -C {clone} fetch -q --depth 1 https://example.invalid/fork {REPO_BRANCH} && "
                                f"git -C {clone} reset -q --hard FETCH_HEAD")
-    assert calls[1].startswith(f"pip install -q -e {clone} ")
+    assert calls[1] == [sys.executable, installer, str(clone)]
+
+
+def test_on_colab_a_refusal_stops_the_notebook(monkeypatch, tmp_path, capsys):
+    """The installer's refusal (exit 2, one line) ends the cell with SystemExit: a "run all" stops there."""
+    monkeypatch.setenv(REPO_DIR_ENV, str(tmp_path / "mixbook"))
+    line = "何も入れていない: ipywidgets 7.6.5 は古すぎる（…）"
+    with pytest.raises(SystemExit, match="mixlib を入れられなかった"):
+        _shell_commands(monkeypatch, colab=True, returncode=2, stdout=line)
+    assert capsys.readouterr().out.strip() == line
+    assert str(tmp_path / "mixbook") not in sys.path
+
+
+def test_on_colab_a_failed_clone_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv(REPO_DIR_ENV, str(tmp_path / "mixbook"))
+    (tmp_path / "mixbook" / ".git").mkdir(parents=True)  # a clone without the installer: a fetch that failed
+    with pytest.raises(SystemExit, match="を取得できなかった"):
+        _shell_commands(monkeypatch, colab=True)
 
 
 def test_install_cell_defaults_to_the_public_repository():
     assert f'os.environ.get("{REPO_URL_ENV}", "{REPO_URL}")' in INSTALL_CELL
-    assert "torch==" in INSTALL_CELL and "google.colab" in INSTALL_CELL
+    assert 'os.path.join(REPO_DIR, "mixlib", "_colab.py")' in INSTALL_CELL and "google.colab" in INSTALL_CELL
 
 
 @pytest.mark.slow

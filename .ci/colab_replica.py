@@ -1,0 +1,328 @@
+"""`make test-colab`: the book in a replica of Google Colab's default runtime.
+
+Colab's runtime is published as a package list (``.ci/colab/pip-freeze.txt``, a copy of Google's
+``googlecolab/backend-info`` file; ``tests/test_colab_runtime.py`` keeps it equal to
+``../shared/colab/pip-freeze.txt`` where that exists). Four steps, each timed:
+
+1. **Replica.** A fresh virtual environment (``--venv``) holding Colab's version of every package the
+   book touches: the runtime's packages that the install cell must leave alone (:data:`GUARDED`),
+   mixlib's requirements that Colab ships, and the notebook machinery (kernel, nbclient, pytest). Each
+   comes from the freeze file, and so do their dependencies (the whole file is the constraint set), so
+   nothing here is typed by hand. What cannot be had here is substituted and printed: this machine's
+   Python (3.11; Colab has 3.13) and its CPU torch file (Colab's ``torch @ https://download.pytorch.org/...``
+   wheel is for 3.13). pip's wheel cache is reused, so a second run downloads nothing.
+2. **The install cell, as Colab runs it.** :data:`mixlib._repo.INSTALL_CELL` runs in the replica's
+   IPython (``InteractiveShell.run_cell``: ``!`` lines through the shell), with a stand-in
+   ``google.colab`` module, cloning a local git repository that holds a snapshot of this working tree.
+   Its output must be one line.
+3. **The check** (:func:`verdict`): the stage fails if the cell changed the version of, or removed,
+   anything the runtime already had, or if a :data:`GUARDED` package is missing; it prints what the cell
+   added.
+4. **The book in the replica**: ``tests/test_widgets.py`` and every chapter in fast mode, with mixlib
+   imported from the clone. By default the chapters run on the offline stand-in for bert-base-uncased
+   (``tests/standin.py``, the model Colab sessions use), together with ``tests/test_standin.py``: so this
+   stage also runs every ``IS_PAPER_MODEL`` branch, which is why CI runs it instead of
+   ``make test-paper``. ``--model packaged`` runs the chapters on all-MiniLM-L6-v2 instead.
+
+Usage::
+
+    python .ci/colab_replica.py [--venv .venv-colab] [--model standin|packaged] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FREEZE = ROOT / ".ci" / "colab" / "pip-freeze.txt"
+
+#: What Colab ships that the book's first cell must never move (the issue's list). The check covers
+#: every package the replica had; these must also be present in it.
+GUARDED = ("torch", "numpy", "pandas", "scipy", "scikit-learn", "matplotlib", "seaborn", "ipython", "ipykernel",
+           "traitlets", "ipywidgets", "transformers", "huggingface-hub", "tokenizers", "safetensors", "pyarrow",
+           "altair", "plotly")
+#: The notebook machinery the chapters run on (Colab's versions): kernel, widgets, executor, test runner.
+MACHINERY = ("ipykernel", "ipython", "jupyter-client", "jupyter-core", "nbclient", "nbformat", "traitlets",
+             "ipywidgets", "widgetsnbextension", "jupyterlab-widgets", "matplotlib-inline", "pytest", "pip")
+#: Not Colab's: the test harness only (two pytest workers on two cores).
+HARNESS = ("pytest-xdist",)
+#: Colab's torch cannot be had here (a CPU wheel for Python 3.13 from download.pytorch.org): this
+#: machine's CPU torch file for Python 3.11 stands in for it.
+TORCH_HERE = "2.13.0"
+#: Colab's pins that torch 2.13.0 cannot live with, left free (printed): torch 2.13 requires
+#: setuptools>=77.0.3, Colab has 75.2.0 (its torch 2.11 does not ask for it).
+FREED_FOR_TORCH = ("setuptools",)
+
+
+def canonical(name: str) -> str:
+    """PEP 503 normalised distribution name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_freeze(text: str) -> tuple[dict[str, tuple[str, str]], list[tuple[str, str]]]:
+    """Pins of a ``pip freeze`` listing, and the lines that cannot be installed from a registry.
+
+    Returns
+    -------
+    pins : dict
+        canonical name -> (name as written, version), for every ``name==version`` line.
+    skipped : list of (line, reason)
+        ``name @ URL`` lines (Colab's own files, git checkouts, torch's CPU wheels) and anything else.
+    """
+    pins, skipped = {}, []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
+        if m:
+            pins[canonical(m.group(1))] = (m.group(1), m.group(2))
+        else:
+            reason = "a direct reference (a file or URL of Colab's own)" if " @ " in line else "not name==version"
+            skipped.append((line, reason))
+    return pins, skipped
+
+
+def torch_line(skipped: list[tuple[str, str]]) -> str:
+    """Colab's torch line (``torch @ https://...torch-2.11.0%2Bcpu-cp313-...whl``), for the report."""
+    return next((line for line, _ in skipped if canonical(line.split(" @ ")[0]) == "torch"), "torch (not listed)")
+
+
+def mixlib_requirements() -> list[str]:
+    """Canonical names of mixlib's run-time requirements (``pyproject.toml``)."""
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    return [canonical(re.match(r"[A-Za-z0-9._-]+", d).group(0)) for d in deps]
+
+
+def touched(pins: dict[str, tuple[str, str]]) -> list[str]:
+    """The packages the replica is built from: guarded ones, mixlib's requirements and the machinery,
+    each as ``name==Colab's version`` where Colab has it (torch: this machine's file)."""
+    names = dict.fromkeys([*GUARDED, *MACHINERY, *(n for n in mixlib_requirements() if n in pins)])
+    specs = []
+    for name in names:
+        if name == "torch":
+            specs.append(f"torch=={TORCH_HERE}")
+        elif name in pins:
+            specs.append(f"{pins[name][0]}=={pins[name][1]}")
+        else:
+            raise SystemExit(f"error: {name} is not in Colab's package list {FREEZE}: remove it from GUARDED/MACHINERY")
+    return specs
+
+
+def snapshot(python: Path) -> dict[str, str]:
+    """canonical name -> version of every distribution in an environment (``pip list``)."""
+    out = subprocess.run([str(python), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+                         check=True, capture_output=True, text=True).stdout
+    return {canonical(d["name"]): d["version"] for d in json.loads(out)}
+
+
+def verdict(before: dict[str, str], after: dict[str, str], guarded=GUARDED) -> tuple[list[str], list[str]]:
+    """What the install cell did to the runtime.
+
+    Parameters
+    ----------
+    before, after : dict of str to str
+        canonical name -> version, before and after the cell (:func:`snapshot`).
+    guarded : iterable of str
+        Packages the runtime must have had (a replica without one is not Colab's).
+
+    Returns
+    -------
+    failures : list of str
+        One line per changed, removed or missing package; empty when the cell replaced nothing.
+    added : list of str
+        ``name version`` of each package the cell added.
+    """
+    failures = [f"{name} is not in the replica: it cannot check that the cell leaves it alone"
+                for name in guarded if canonical(name) not in before]
+    for name, version in sorted(before.items()):
+        if name not in after:
+            failures.append(f"{name} {version} was removed by the install cell")
+        elif after[name] != version:
+            failures.append(f"{name} was changed by the install cell: {version} -> {after[name]}")
+    added = [f"{name} {version}" for name, version in sorted(after.items()) if name not in before]
+    return failures, added
+
+
+def snapshot_repo(dest: Path) -> Path:
+    """A git repository at ``dest`` holding this working tree (tracked and new files, not ignored ones),
+    committed on the book's branch: what the install cell clones instead of GitHub."""
+    from mixlib._repo import REPO_BRANCH  # noqa: PLC0415 - the working tree's mixlib (no install needed)
+
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-c", "commit.gpgsign=false"]
+    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    for args in (["init", "-q", "-b", REPO_BRANCH], ["add", "-A"], ["commit", "-q", "-m", "snapshot"]):
+        subprocess.run([*git, *args], cwd=dest, check=True, capture_output=True)
+    return dest
+
+
+#: Runs in the replica: the install cell through IPython, as on Colab (argv: cell file).
+CELL_RUNNER = textwrap.dedent('''
+    import sys, types
+    google = sys.modules.setdefault("google", types.ModuleType("google"))
+    colab = types.ModuleType("google.colab")   # the stand-in: the cell only asks whether it is imported
+    sys.modules["google.colab"] = google.colab = colab
+    from IPython.core.interactiveshell import InteractiveShell
+    shell = InteractiveShell.instance()
+    shell.run_cell(open(sys.argv[1], encoding="utf-8").read(), store_history=True).raise_error()
+''')
+
+
+def _pip(python: Path, *args: str) -> None:
+    """``pip install -q ARGS`` in the replica; on failure its output (without this machine's notes on
+    missing local index folders) and exit."""
+    proc = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *args],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if not ln.startswith("WARNING: Location")]
+        print("\n".join(lines[-40:]))
+        raise SystemExit(f"error: pip could not build the replica (exit {proc.returncode})")
+
+
+def _would_install(python: Path, tmp: Path) -> list[str]:
+    """Canonical names of what ``pip install -e <this tree>`` would install in the replica (a dry run)."""
+    report = tmp / "report.json"
+    proc = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--dry-run",
+                           "--report", str(report), "-e", str(ROOT)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(proc.stderr[-3000:])
+        raise SystemExit("error: pip could not work out what mixlib's install needs")
+    return [canonical(item["metadata"]["name"]) for item in json.loads(report.read_text())["install"]]
+
+
+def _step(title: str):
+    print(f"\n-- {title}", flush=True)
+    return time.perf_counter()
+
+
+def _done(t0: float, timings: dict, title: str) -> None:
+    timings[title] = time.perf_counter() - t0
+    print(f"   ({timings[title]:.0f} s)", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--venv", type=Path, default=ROOT / ".venv-colab", help="the replica (re-created)")
+    ap.add_argument("--model", choices=("standin", "packaged"), default="standin",
+                    help="what the chapters run on: the bert-base-uncased stand-in (default) or all-MiniLM-L6-v2")
+    ap.add_argument("--workers", type=int, default=2, help="pytest workers (0: none)")
+    ap.add_argument("--no-tests", action="store_true", help="stop after the check (steps 1-3)")
+    args = ap.parse_args(argv)
+    timings: dict[str, float] = {}
+    pins, skipped = parse_freeze(FREEZE.read_text(encoding="utf-8"))
+
+    t0 = _step(f"1. replica of Colab's runtime in {args.venv}")
+    colab_python = (ROOT / ".ci" / "colab" / "os-info.txt").read_text(encoding="utf-8").split("Python ")[1].split()[0]
+    print(f"   substituted: Python {colab_python} (Colab) -> {sys.version.split()[0]} ({sys.executable})")
+    print(f"   substituted: {torch_line(skipped)} (Colab) -> torch=={TORCH_HERE}, this machine's CPU wheel")
+    print(f"   left out: {len(skipped)} lines of Colab's list that name a file or URL of Colab's own "
+          f"({', '.join(sorted(canonical(line.split(' @ ')[0]) for line, _ in skipped))})")
+    for name in FREED_FOR_TORCH:
+        print(f"   substituted: {name}=={pins[name][1]} (Colab) -> what torch=={TORCH_HERE} requires")
+    specs = touched(pins)
+    with tempfile.TemporaryDirectory() as tmp:
+        constraints = Path(tmp) / "colab-constraints.txt"
+        constraints.write_text("".join(f"{n}=={v}\n" for k, (n, v) in pins.items()
+                                       if not k.startswith("torch") and k not in FREED_FOR_TORCH))
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(args.venv)], check=True)
+        py = args.venv / "bin" / "python"
+        _pip(py, f"pip=={pins['pip'][1]}")
+        _pip(py, "-c", str(constraints), *specs, *HARNESS)
+        # what mixlib's install would pull in that Colab ships (sentence-transformers, under the packaged
+        # model): Colab has it before the cell runs, so the replica must too, at Colab's version
+        for _ in range(5):
+            pulled = [f"{pins[k][0]}=={pins[k][1]}" for k in _would_install(py, Path(tmp)) if k in pins]
+            if not pulled:
+                break
+            print(f"   also Colab's, because mixlib's install would pull it in: {', '.join(pulled)}")
+            _pip(py, "-c", str(constraints), *pulled)
+            specs += pulled
+    print(f"   Colab's versions of {len(specs)} packages and what they need: " + ", ".join(specs))
+    print(f"   harness (not Colab's): {', '.join(HARNESS)}")
+    _done(t0, timings, "replica")
+
+    t0 = _step("2. the install cell, as Colab runs it (IPython, google.colab stand-in, a local clone)")
+    before = snapshot(py)
+    work = Path(tempfile.mkdtemp(prefix="colab-replica-"))
+    origin = snapshot_repo(work / "origin")
+    clone = work / "content" / "mixbook"
+    clone.parent.mkdir(parents=True)
+    from mixlib._repo import INSTALL_CELL, REPO_DIR_ENV, REPO_URL_ENV  # noqa: PLC0415
+
+    (work / "cell.py").write_text(INSTALL_CELL, encoding="utf-8")
+    (work / "runner.py").write_text(CELL_RUNNER, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MIXLIB_MODEL", "PIP_NO_INDEX")}
+    env.update({"PATH": f"{args.venv / 'bin'}{os.pathsep}{env['PATH']}", REPO_URL_ENV: origin.as_uri(),
+                REPO_DIR_ENV: str(clone), "HF_HUB_OFFLINE": "1", "GIT_CONFIG_GLOBAL": str(work / "gitconfig")})
+    proc = subprocess.run([str(py), str(work / "runner.py"), str(work / "cell.py")], cwd=clone.parent, env=env,
+                          capture_output=True, text=True, timeout=900)
+    shown = [line for line in proc.stdout.splitlines() if line.strip()]
+    print("   the cell printed:\n" + "\n".join(f"   | {line}" for line in shown + proc.stderr.splitlines()))
+    if proc.returncode != 0:
+        print("error: the install cell failed in the replica")
+        return 1
+    if len(shown) != 1 or not shown[0].startswith("mixlib "):
+        print(f"error: the install cell must end quietly with one line saying what it installed; it printed {len(shown)}")
+        return 1
+    _done(t0, timings, "install cell")
+
+    t0 = _step("3. the check: nothing the runtime had was changed")
+    after = snapshot(py)
+    failures, added = verdict(before, after)
+    print(f"   the cell added {len(added)}: {', '.join(added)}")
+    for line in failures:
+        print(f"   FAIL: {line}")
+    if failures:
+        return 1
+    print(f"   unchanged: all {len(before)} packages of the replica, among them {', '.join(f'{n} {before[n]}' for n in GUARDED)}")
+    _done(t0, timings, "check")
+
+    rc = 0
+    if not args.no_tests:
+        t0 = _step(f"4. tests/test_widgets.py and every chapter in fast mode in the replica (model: {args.model})")
+        tests = ["tests/test_widgets.py", "tests/test_notebooks.py::test_notebook_runs_in_fast_mode"]
+        test_env = {**env, "MIXLIB_FAST": "1", "TOKENIZERS_PARALLELISM": "false", "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+        if args.model == "standin":
+            out = subprocess.run([str(py), "tests/standin.py", "--print-env"], cwd=ROOT, env=test_env, check=True,
+                                 capture_output=True, text=True).stdout
+            for line in out.splitlines():  # export NAME=VALUE (shell-quoted)
+                name, _, value = shlex.split(line.removeprefix("export "))[0].partition("=")
+                test_env[name] = value
+            test_env["MIXLIB_TEST_PAPER"] = "1"
+            tests.insert(0, "tests/test_standin.py")
+        where = subprocess.run([str(py), "-c", "import mixlib; print(mixlib.__file__)"], cwd=work, env=test_env,
+                               check=True, capture_output=True, text=True).stdout.strip()
+        print(f"   mixlib imported from {where}")
+        if not Path(where).is_relative_to(clone):
+            print("error: mixlib does not come from the clone the install cell made")
+            return 1
+        xdist = ["-n", str(args.workers)] if args.workers else []
+        rc = subprocess.run([str(args.venv / "bin" / "pytest"), *xdist, "-p", "no:cacheprovider", "--durations=15",
+                             *tests], cwd=ROOT, env=test_env).returncode
+        _done(t0, timings, "book in the replica")
+    shutil.rmtree(work, ignore_errors=True)
+    print("\ntimings: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

