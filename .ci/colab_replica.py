@@ -227,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="pytest workers (0: none)")
     ap.add_argument("--no-tests", action="store_true", help="stop after the check (steps 1-3)")
     args = ap.parse_args(argv)
+    args.venv = args.venv.absolute()  # the cell and the tests run in other folders
     timings: dict[str, float] = {}
     pins, skipped = parse_freeze(FREEZE.read_text(encoding="utf-8"))
 

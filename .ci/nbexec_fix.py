@@ -38,13 +38,23 @@ _installed = False
 
 
 def install() -> None:
-    """Patch ``jupyter_client.channels.AsyncZMQSocketChannel.get_msg`` (idempotent)."""
+    """Patch ``jupyter_client.channels.AsyncZMQSocketChannel.get_msg`` (idempotent).
+
+    jupyter_client 7 (Colab's 7.4.9, ``make test-colab``) has the same asynchronous ``get_msg`` on
+    ``ZMQSocketChannel``; that one is patched there.
+    """
     global _installed
     if _installed:
         return
-    from jupyter_client.channels import AsyncZMQSocketChannel
+    import inspect
 
+    from jupyter_client import channels
+
+    AsyncZMQSocketChannel = getattr(channels, "AsyncZMQSocketChannel", None) or channels.ZMQSocketChannel
     original = AsyncZMQSocketChannel.get_msg
+    if not inspect.iscoroutinefunction(original):
+        raise RuntimeError(f"{AsyncZMQSocketChannel.__qualname__}.get_msg is not asynchronous in this jupyter_client: "
+                           "the fix in .ci/nbexec_fix.py does not apply; check the missed wake-up again")
 
     async def get_msg(self, timeout: float | None = None):
         assert self.socket is not None

