@@ -183,7 +183,8 @@ CELL_RUNNER = textwrap.dedent('''
     sys.modules["google.colab"] = google.colab = colab
     from IPython.core.interactiveshell import InteractiveShell
     shell = InteractiveShell.instance()
-    shell.run_cell(open(sys.argv[1], encoding="utf-8").read(), store_history=True).raise_error()
+    result = shell.run_cell(open(sys.argv[1], encoding="utf-8").read(), store_history=True)
+    sys.exit(0 if result.success else 1)  # IPython has shown the error as a notebook would
 ''')
 
 

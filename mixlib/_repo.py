@@ -27,15 +27,20 @@ COLAB_DIR = "/content/mixbook"
 #: the clone is the book's copy, not a place for one's own edits), then runs ``mixlib/_colab.py`` from
 #: the clone with the kernel's interpreter: it installs mixlib (editable) and what mixlib needs that the
 #: runtime lacks, and refuses, in one line, to replace anything the runtime already has (torch,
-#: ipywidgets 7, ...). The cell prints that one line; on a refusal it stops (``SystemExit``: the rest of
-#: a "run all" does not run). Running it again is harmless. Outside Colab it does nothing. IPython runs
-#: its ``!`` lines in a shell, after replacing ``{NAME}`` by the value of the Python variable NAME.
+#: ipywidgets 7, ...). The cell prints that one line; on a refusal it stops with an exception that IPython
+#: shows as one line (``_render_traceback_``), so the rest of a "run all" does not run. Running it again
+#: is harmless. Outside Colab it does nothing. IPython runs its ``!`` lines in a shell, after replacing
+#: ``{NAME}`` by the value of the Python variable NAME.
 INSTALL_CELL = f"""\
 # Colab で開いたときだけ、このリポジトリ（mixlib とデータ）を入れる。Colab にあるもの（torch など）は替えない。
 # 何度実行してもよい（前に入れたものは最新にする）。別の複製を使うときは環境変数 {REPO_URL_ENV} に URL を入れる。
 import os, sys
 if "google.colab" in sys.modules:
     import subprocess
+
+    class Stop(Exception):  # stops "run all" here, shown as its one line (no traceback)
+        _render_traceback_ = lambda self: [str(self)]
+
     REPO_URL = os.environ.get("{REPO_URL_ENV}", "{REPO_URL}")
     REPO_DIR = os.environ.get("{REPO_DIR_ENV}", "{COLAB_DIR}")
     if os.path.isdir(os.path.join(REPO_DIR, ".git")):
@@ -43,12 +48,12 @@ if "google.colab" in sys.modules:
     else:
         !git clone -q --depth 1 --branch {REPO_BRANCH} {{REPO_URL}} {{REPO_DIR}}
     if not os.path.isfile(os.path.join(REPO_DIR, "mixlib", "_colab.py")):
-        raise SystemExit(f"{{REPO_URL}} を取得できなかった（上の git のメッセージを見る）。")
+        raise Stop(f"{{REPO_URL}} を取得できなかった（上の git のメッセージを見る）。")
     _done = subprocess.run([sys.executable, os.path.join(REPO_DIR, "mixlib", "_colab.py"), REPO_DIR],
                            capture_output=True, text=True)
     print((_done.stdout + _done.stderr).strip())
     if _done.returncode != 0:
-        raise SystemExit("mixlib を入れられなかった（理由と対処は上の 1 行）。")
+        raise Stop("mixlib を入れられなかった（理由と対処は上の 1 行）。")
     if REPO_DIR not in sys.path:
         sys.path.insert(0, REPO_DIR)"""
 

@@ -222,11 +222,13 @@ def test_on_colab_the_cell_clones_then_updates(monkeypatch, tmp_path, capsys):
 
 
 def test_on_colab_a_refusal_stops_the_notebook(monkeypatch, tmp_path, capsys):
-    """The installer's refusal (exit 2, one line) ends the cell with SystemExit: a "run all" stops there."""
+    """The installer's refusal (exit 2, one line) ends the cell with an exception (a "run all" stops there)
+    that IPython shows as one line, not a traceback."""
     monkeypatch.setenv(REPO_DIR_ENV, str(tmp_path / "mixbook"))
     line = "何も入れていない: ipywidgets 7.6.5 は古すぎる（…）"
-    with pytest.raises(SystemExit, match="mixlib を入れられなかった"):
+    with pytest.raises(Exception, match="mixlib を入れられなかった") as stop:
         _shell_commands(monkeypatch, colab=True, returncode=2, stdout=line)
+    assert stop.value._render_traceback_() == ["mixlib を入れられなかった（理由と対処は上の 1 行）。"]
     assert capsys.readouterr().out.strip() == line
     assert str(tmp_path / "mixbook") not in sys.path
 
@@ -234,8 +236,9 @@ def test_on_colab_a_refusal_stops_the_notebook(monkeypatch, tmp_path, capsys):
 def test_on_colab_a_failed_clone_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv(REPO_DIR_ENV, str(tmp_path / "mixbook"))
     (tmp_path / "mixbook" / ".git").mkdir(parents=True)  # a clone without the installer: a fetch that failed
-    with pytest.raises(SystemExit, match="を取得できなかった"):
+    with pytest.raises(Exception, match="を取得できなかった") as stop:
         _shell_commands(monkeypatch, colab=True)
+    assert len(stop.value._render_traceback_()) == 1
 
 
 def test_install_cell_defaults_to_the_public_repository():
