@@ -37,7 +37,7 @@ if torch is None:
                 return super()._getobj()
             except self.CollectError as err:
                 if "No module named 'torch'" in str(err):
-                    pytest.skip(NO_TORCH, allow_module_level=True)
+                    pytest.skip(f"the whole module {self.path.name} {NO_TORCH}", allow_module_level=True)
                 raise
 
     def pytest_pycollect_makemodule(module_path, parent):
