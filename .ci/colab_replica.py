@@ -12,9 +12,11 @@ Colab's runtime is published as a package list (``.ci/colab/pip-freeze.txt``, a 
    Python (3.11; Colab has 3.13) and its CPU torch file (Colab's ``torch @ https://download.pytorch.org/...``
    wheel is for 3.13). pip's wheel cache is reused, so a second run downloads nothing.
 2. **The install cell, as Colab runs it.** :data:`mixlib._repo.INSTALL_CELL` runs in the replica's
-   IPython (``InteractiveShell.run_cell``: ``!`` lines through the shell), with a stand-in
-   ``google.colab`` module, cloning a local git repository that holds a snapshot of this working tree.
-   Its output must be one line.
+   IPython (``InteractiveShell.run_cell``), with a stand-in ``google.colab`` module, cloning a local git
+   repository that holds a snapshot of this working tree, with none of this machine's pip settings (its
+   local wheel folders and indexes): pip fetches from PyPI as on Colab. Its output must be one line.
+   Then it runs again (fetch and reset; "already installed", no pip) and once more without a network
+   (``unshare -rn``, the repository URL on GitHub): the old clone is kept and nothing is installed.
 3. **The check** (:func:`verdict`): the stage fails if the cell changed the version of, or removed,
    anything the runtime already had, or if a :data:`GUARDED` package is missing; it prints what the cell
    added.
@@ -272,24 +274,50 @@ def main(argv: list[str] | None = None) -> int:
 
     (work / "cell.py").write_text(INSTALL_CELL, encoding="utf-8")
     (work / "runner.py").write_text(CELL_RUNNER, encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MIXLIB_MODEL", "PIP_NO_INDEX")}
+    # Colab has none of this machine's pip settings (local wheel folders and indexes, a torch cap): the cell's
+    # pip sees none either, and fetches from PyPI as on Colab (pip's cache still serves what it has seen).
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MIXLIB_MODEL") and not (k.startswith("PIP_") and k != "PIP_CACHE_DIR")}
     env.update({"PATH": f"{args.venv / 'bin'}{os.pathsep}{env['PATH']}", REPO_URL_ENV: origin.as_uri(),
-                REPO_DIR_ENV: str(clone), "HF_HUB_OFFLINE": "1", "GIT_CONFIG_GLOBAL": str(work / "gitconfig")})
-    proc = subprocess.run([str(py), str(work / "runner.py"), str(work / "cell.py")], cwd=clone.parent, env=env,
-                          capture_output=True, text=True, timeout=900)
-    shown = [line for line in proc.stdout.splitlines() if line.strip()]
-    print("   the cell printed:\n" + "\n".join(f"   | {line}" for line in shown + proc.stderr.splitlines()))
-    if proc.returncode != 0:
-        print("error: the install cell failed in the replica")
-        return 1
-    if len(shown) != 1 or not shown[0].startswith("mixlib "):
-        print(f"error: the install cell must end quietly with one line saying what it installed; it printed {len(shown)}")
+                REPO_DIR_ENV: str(clone), "HF_HUB_OFFLINE": "1", "GIT_CONFIG_GLOBAL": str(work / "gitconfig"),
+                "PIP_CONFIG_FILE": os.devnull})
+
+    def cell(title: str, expect: list[str], *, prefix: tuple[str, ...] = (), **extra: str) -> bool:
+        """Run the cell once; its output must be exactly the lines that start as ``expect`` says."""
+        proc = subprocess.run([*prefix, str(py), str(work / "runner.py"), str(work / "cell.py")], cwd=clone.parent,
+                              env={**env, **extra}, capture_output=True, text=True, timeout=900)
+        shown = [line for line in proc.stdout.splitlines() if line.strip()]
+        print(f"   {title}: the cell printed")
+        print("\n".join(f"   | {line}" for line in shown + proc.stderr.splitlines()))
+        if proc.returncode != 0:
+            print(f"error: the install cell failed in the replica ({title})")
+            return False
+        if len(shown) != len(expect) or not all(line.startswith(e) for line, e in zip(shown, expect)):
+            print(f"error: the cell must print {len(expect)} line(s) starting {expect}; it printed {len(shown)}")
+            return False
+        return True
+
+    if not cell("first run", ["mixlib 0.1.0 を入れた"]):
         return 1
     _done(t0, timings, "install cell")
+    first = snapshot(py)
+    t0 = _step("2b. the cell again: online (fetch and reset), then offline (no network: the old clone is kept)")
+    if not cell("second run", ["mixlib 0.1.0 はもう入っている"]):
+        return 1
+    if subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode == 0:
+        # a repository on the network that cannot be reached, as on a Colab that lost its connection
+        offline = {REPO_URL_ENV: "https://github.com/nlp-course-ja/mixbook"}
+        if not cell("offline run", ["更新できなかったので、前に入れた版のまま進む:", "mixlib 0.1.0 はもう入っている"],
+                    prefix=("unshare", "-rn"), **offline):
+            return 1
+    else:
+        print("   the offline run was not tried: `unshare -rn` (a network namespace without a network) is not available")
+    _done(t0, timings, "cell again")
 
     t0 = _step("3. the check: nothing the runtime had was changed")
     after = snapshot(py)
-    failures, added = verdict(before, after)
+    failures, added = verdict(before, first)
+    failures += [f"on running the cell again: {line}" for line in verdict(first, after, guarded=())[0]]
     print(f"   the cell added {len(added)}: {', '.join(added)}")
     for line in failures:
         print(f"   FAIL: {line}")

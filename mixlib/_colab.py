@@ -6,19 +6,26 @@ file as a separate process with the kernel's own interpreter::
     python <clone>/mixlib/_colab.py <clone>
 
 It imports nothing but the standard library and ``packaging`` (Colab has it; pip's own copy otherwise),
-so it runs before mixlib is installed and whatever state the runtime is in. Four steps:
+so it runs before mixlib is installed and whatever state the runtime is in. The steps:
 
 1. **Too old?** Every requirement of mixlib (``<clone>/pyproject.toml``) that the runtime already
    has installed must admit the installed version. If one does not (an ipywidgets or transformers
    older than the range), nothing is installed: one line names the package, its version, the range
    and what to do, and the exit status is 2.
-2. **What would pip change?** ``pip install --dry-run --report`` lists what pip would install. If that
-   list contains a distribution the runtime already has (other than mixlib itself), nothing is
-   installed: one line names it (exit status 2). Replacing a package the kernel has already imported
-   is what makes Colab ask for a restart, and a replaced ipywidgets is what makes widgets vanish.
-3. **Install exactly that list**, quietly and with ``--no-deps``, so that nothing else can move.
-4. **One line** saying what was installed.
+2. **Already there?** When mixlib is installed in editable mode from this clone and every requirement is
+   met, there is nothing to do: no pip, so a second run works offline.
+3. **What would pip change?** ``pip install --dry-run --report``, with every installed distribution
+   pinned as a constraint (so pip looks for a plan that keeps them all), lists what pip would install.
+   If that list still contains a distribution the runtime already has (other than mixlib itself),
+   nothing is installed: one line names it (exit status 2). Replacing a package the kernel has already
+   imported is what makes Colab ask for a restart, and a replaced ipywidgets is what makes widgets vanish.
+4. **Install exactly that list**, quietly and with ``--no-deps``, so that nothing else can move; then
+   check again that nothing installed before has changed and that every requirement is met.
+5. **One line** saying what was installed.
 
+pip runs without the environment variables that would change what it installs (``PIP_NO_DEPS``,
+``PIP_UPGRADE``, ``PIP_TARGET``...), and builds mixlib without build isolation when the runtime's
+setuptools meets the build requirement (Colab's does), so that the build needs no download.
 A failure of pip itself (no network, a broken clone) prints pip's last lines and exits with status 1.
 The pure parts (:func:`too_old`, :func:`plan`, :func:`summary`) are unit-tested in
 ``tests/test_colab_runtime.py``; ``make test-colab`` runs the whole cell in a replica of Colab's runtime.
@@ -36,10 +43,10 @@ from importlib import metadata
 
 try:  # Colab ships packaging; pip vendors a copy everywhere else
     from packaging.requirements import Requirement
-    from packaging.version import Version
+    from packaging.version import InvalidVersion, Version
 except ImportError:  # pragma: no cover - depends on the runtime
     from pip._vendor.packaging.requirements import Requirement
-    from pip._vendor.packaging.version import Version
+    from pip._vendor.packaging.version import InvalidVersion, Version
 
 try:
     import tomllib
@@ -50,6 +57,12 @@ except ImportError:  # pragma: no cover - Python 3.10
 SELF = "mixlib"
 EXIT_REFUSED = 2
 EXIT_PIP_FAILED = 1
+#: pip settings from the environment that would change what gets installed, or where: cleared for pip
+PIP_OVERRIDES = ("PIP_NO_DEPS", "PIP_UPGRADE", "PIP_UPGRADE_STRATEGY", "PIP_FORCE_REINSTALL", "PIP_IGNORE_INSTALLED",
+                 "PIP_TARGET", "PIP_PREFIX", "PIP_ROOT", "PIP_USER", "PIP_REQUIREMENT", "PIP_EDITABLE", "PIP_NO_INDEX",
+                 "PIP_DRY_RUN", "PIP_REPORT")
+#: what to do when the runtime itself is at fault (a fresh runtime has Colab's versions: make test-colab)
+FRESH_RUNTIME = "「ランタイム → ランタイムを接続解除して削除」で新しいランタイムにして、このセルからやり直す"
 
 
 def canonical(name: str) -> str:
@@ -73,6 +86,13 @@ def requirements(clone: str) -> list[str]:
         return list(tomllib.load(fh)["project"]["dependencies"])
 
 
+def _lowest(req: Requirement) -> Version | None:
+    """The smallest version a requirement admits from below (``>=7.7`` -> 7.7), or None."""
+    lows = [Version(spec.version.rstrip(".*")) for spec in req.specifier
+            if spec.operator in (">=", ">", "~=", "==") and spec.version.rstrip(".*")[:1].isdigit()]
+    return max(lows) if lows else None
+
+
 def too_old(reqs: list[str], installed: dict[str, str]) -> list[str]:
     """One message per requirement whose installed version is outside its range.
 
@@ -86,12 +106,14 @@ def too_old(reqs: list[str], installed: dict[str, str]) -> list[str]:
     Returns
     -------
     list of str
-        Empty when every installed requirement is satisfied (missing ones are pip's to add).
+        Empty when every installed requirement is satisfied (missing ones are pip's to add). The advice
+        for a package below the range stays inside its major version (``'ipywidgets>=7.7,<8'``): an
+        unbounded ``>=`` would move Colab's ipywidgets to 8, which is what this installer exists to avoid.
 
     Examples
     --------
-    >>> too_old(["ipywidgets>=7.7", "numpy>=1.24"], {"ipywidgets": "7.6.5", "numpy": "2.1.3"})
-    ["ipywidgets 7.6.5 は古すぎる（mixlib には ipywidgets>=7.7 が必要）: !pip install -q 'ipywidgets>=7.7' を実行し、「ランタイム → セッションを再起動」してから、このセルをもう一度実行する"]
+    >>> too_old(["ipywidgets>=7.7", "numpy>=1.24"], {"ipywidgets": "7.6.5", "numpy": "2.1.3"})[0][:60]
+    'ipywidgets 7.6.5 は古すぎる（mixlib には ipywidgets>=7.7 が必要）: 新しいランタイムにし'
     """
     problems = []
     for text in reqs:
@@ -99,13 +121,25 @@ def too_old(reqs: list[str], installed: dict[str, str]) -> list[str]:
         if req.marker is not None and not req.marker.evaluate():
             continue
         have = installed.get(canonical(req.name))
-        if have is None or req.specifier.contains(Version(have), prereleases=True):
+        if have is None:
             continue
         wanted = f"{req.name}{req.specifier}"
-        low = not any(s.operator in ("<", "<=") and Version(have) >= Version(s.version) for s in req.specifier)
-        problems.append(f"{req.name} {have} は{'古すぎる' if low else '新しすぎる'}（mixlib には {wanted} が必要）: "
-                        f"!pip install -q '{wanted}' を実行し、「ランタイム → セッションを再起動」してから、"
-                        "このセルをもう一度実行する")
+        try:
+            version = Version(have)
+        except InvalidVersion:
+            problems.append(f"{req.name} の版 '{have}' は読めない（PEP 440 の形でない）ので、mixlib が要る {wanted} に"
+                            f"合うか判断できない: {FRESH_RUNTIME}")
+            continue
+        if req.specifier.contains(version, prereleases=True):
+            continue
+        low = _lowest(req)
+        if low is not None and version < low:
+            bounded = f"{req.name}>={low},<{low.major + 1}"
+            problems.append(f"{req.name} {have} は古すぎる（mixlib には {wanted} が必要）: {FRESH_RUNTIME}。"
+                            f"それでも古いなら !pip install -q '{bounded}' を実行し、「ランタイム → セッションを再起動する」"
+                            "のあと、このセルをもう一度実行する")
+        else:
+            problems.append(f"{req.name} {have} は mixlib が要る範囲 {wanted} に合わない: {FRESH_RUNTIME}")
     return problems
 
 
@@ -148,13 +182,53 @@ def summary(new: list[tuple[str, str]]) -> str:
 
 def _pip(args: list[str]) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
-    return subprocess.run(cmd, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k not in PIP_OVERRIDES}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
 
 
 def _fail(proc: subprocess.CompletedProcess, what: str) -> int:
     tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
     print(f"{tail}\nmixlib を入れられなかった（{what}; pip の出力の最後を上に示した）。", file=sys.stderr)
     return EXIT_PIP_FAILED
+
+
+def constraints(installed: dict[str, str]) -> str:
+    """A pip constraints file that pins every installed distribution (mixlib and unreadable versions aside)."""
+    lines = []
+    for name, version in sorted(installed.items()):
+        try:
+            Version(version)
+        except InvalidVersion:
+            continue
+        if name != SELF:
+            lines.append(f"{name}=={version}\n")
+    return "".join(lines)
+
+
+def editable_from(clone: str) -> bool:
+    """Whether mixlib is installed in editable mode from ``clone`` (PEP 610 ``direct_url.json``)."""
+    try:
+        direct = json.loads(metadata.distribution(SELF).read_text("direct_url.json") or "{}")
+    except (metadata.PackageNotFoundError, ValueError):
+        return False
+    url = direct.get("url", "")
+    return bool(direct.get("dir_info", {}).get("editable")) and url.startswith("file://") and \
+        os.path.realpath(url.removeprefix("file://")) == os.path.realpath(clone)
+
+
+def _build_flags(clone: str, installed: dict[str, str]) -> list[str]:
+    """``--no-build-isolation`` when the runtime meets mixlib's build requirements (no download for the build)."""
+    with open(os.path.join(clone, "pyproject.toml"), "rb") as fh:
+        build = tomllib.load(fh).get("build-system", {}).get("requires", [])
+    for text in build:
+        req = Requirement(text)
+        have = installed.get(canonical(req.name))
+        try:
+            if have is None or not req.specifier.contains(Version(have), prereleases=True):
+                return []
+        except InvalidVersion:
+            return []
+    return ["--no-build-isolation"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,30 +239,46 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_REFUSED
     clone = os.path.abspath(args[0])
     installed = installed_versions()
+    reqs = requirements(clone)
 
-    problems = too_old(requirements(clone), installed)
+    problems = too_old(reqs, installed)
     if problems:
         print("何も入れていない: " + "; ".join(problems), file=sys.stderr)
         return EXIT_REFUSED
+    missing = [r for r in reqs if canonical(Requirement(r).name) not in installed]
+    if not missing and editable_from(clone):
+        print(f"mixlib {installed[SELF]} はもう入っている（このクローンから。何も入れていない）。")
+        return 0
 
+    build = _build_flags(clone, installed)
     with tempfile.TemporaryDirectory() as tmp:
+        pins = os.path.join(tmp, "installed.txt")
+        with open(pins, "w", encoding="utf-8") as fh:
+            fh.write(constraints(installed))
         report_path = os.path.join(tmp, "report.json")
-        proc = _pip(["install", "--quiet", "--dry-run", "--report", report_path, "-e", clone])
+        proc = _pip(["install", "--quiet", "--dry-run", "--report", report_path, "-c", pins, *build, "-e", clone])
         if proc.returncode != 0:
-            return _fail(proc, "pip が必要なものを決められなかった")
+            return _fail(proc, "pip が Colab にあるものを替えずに入れる組み合わせを見つけられなかった")
         with open(report_path, encoding="utf-8") as fh:
             report = json.load(fh)
     new, replaced = plan(report, installed)
     if replaced:
         moved = ", ".join(f"{n} {have} → {want}" for n, have, want in replaced)
         print(f"何も入れていない: pip が Colab にあるものを替えようとした（{moved}）。"
-              "この本が要る範囲とランタイムの版が合わない。リポジトリの issue で知らせてほしい", file=sys.stderr)
+              f"この本が必要とする範囲とランタイムの版が合わない: {FRESH_RUNTIME}", file=sys.stderr)
         return EXIT_REFUSED
 
-    pins = [f"{n}=={v}" for n, v in new if canonical(n) != SELF]
-    proc = _pip(["install", "--quiet", "--no-deps", "-e", clone, *pins])
+    proc = _pip(["install", "--quiet", "--no-deps", *build, "-e", clone,
+                 *(f"{n}=={v}" for n, v in new if canonical(n) != SELF)])
     if proc.returncode != 0:
         return _fail(proc, "pip install が失敗した")
+    after = installed_versions()
+    moved = [f"{n} {v} → {after.get(n, 'なし')}" for n, v in installed.items() if n != SELF and after.get(n) != v]
+    unmet = too_old(reqs, after) + [r for r in reqs if canonical(Requirement(r).name) not in after]
+    if moved or unmet:
+        print(f"入れたあとの確認で食い違いが見つかった（替わったもの: {', '.join(moved) or 'なし'}; "
+              f"満たされない要件: {', '.join(unmet) or 'なし'}）: {FRESH_RUNTIME}", file=sys.stderr)
+        return EXIT_PIP_FAILED
     print(summary(new))
     return 0
 

@@ -28,9 +28,11 @@ COLAB_DIR = "/content/mixbook"
 #: the clone with the kernel's interpreter: it installs mixlib (editable) and what mixlib needs that the
 #: runtime lacks, and refuses, in one line, to replace anything the runtime already has (torch,
 #: ipywidgets 7, ...). The cell prints that one line; on a refusal it stops with an exception that IPython
-#: shows as one line (``_render_traceback_``), so the rest of a "run all" does not run. Running it again
-#: is harmless. Outside Colab it does nothing. IPython runs its ``!`` lines in a shell, after replacing
-#: ``{NAME}`` by the value of the Python variable NAME.
+#: shows as one line (``_render_traceback_``), so the rest of a "run all" does not run. git and the
+#: installer run without a shell (a URL or folder with spaces is one argument), git never asks for a
+#: password (``GIT_TERMINAL_PROMPT=0``: a wrong or private URL fails at once) and gives up on a stalled
+#: transfer, and each step has a time limit. Running the cell again is harmless, offline too (the clone
+#: stays as it was, and the installer sees mixlib already installed from it). Outside Colab it does nothing.
 INSTALL_CELL = f"""\
 # Colab で開いたときだけ、このリポジトリ（mixlib とデータ）を入れる。Colab にあるもの（torch など）は替えない。
 # 何度実行してもよい（前に入れたものは最新にする）。別の複製を使うときは環境変数 {REPO_URL_ENV} に URL を入れる。
@@ -41,19 +43,30 @@ if "google.colab" in sys.modules:
     class Stop(Exception):  # stops "run all" here, shown as its one line (no traceback)
         _render_traceback_ = lambda self: [str(self)]
 
+    def run(*cmd, timeout=300):  # no shell, no password prompt, no endless wait
+        env = {{**os.environ, "GIT_TERMINAL_PROMPT": "0"}}
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        except subprocess.TimeoutExpired:
+            raise Stop(f"{{cmd[0]}} が {{timeout}} 秒で終わらなかった（ネットワークを確かめて、このセルをもう一度実行する）。") from None
+
     REPO_URL = os.environ.get("{REPO_URL_ENV}", "{REPO_URL}")
     REPO_DIR = os.environ.get("{REPO_DIR_ENV}", "{COLAB_DIR}")
+    GIT = ["git", "-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=30"]
     if os.path.isdir(os.path.join(REPO_DIR, ".git")):
-        !git -C {{REPO_DIR}} fetch -q --depth 1 {{REPO_URL}} {REPO_BRANCH} && git -C {{REPO_DIR}} reset -q --hard FETCH_HEAD || echo "更新できなかったので、前に入れた版のまま進む"
+        got = run(*GIT, "-C", REPO_DIR, "fetch", "-q", "--depth", "1", REPO_URL, "{REPO_BRANCH}")
+        if got.returncode == 0:
+            got = run("git", "-C", REPO_DIR, "reset", "-q", "--hard", "FETCH_HEAD")
+        if got.returncode != 0:
+            print("更新できなかったので、前に入れた版のまま進む:", (got.stderr.strip().splitlines() or ["?"])[-1])
     else:
-        !git clone -q --depth 1 --branch {REPO_BRANCH} {{REPO_URL}} {{REPO_DIR}}
-    if not os.path.isfile(os.path.join(REPO_DIR, "mixlib", "_colab.py")):
-        raise Stop(f"{{REPO_URL}} を取得できなかった（上の git のメッセージを見る）。")
-    _done = subprocess.run([sys.executable, os.path.join(REPO_DIR, "mixlib", "_colab.py"), REPO_DIR],
-                           capture_output=True, text=True)
-    print((_done.stdout + _done.stderr).strip())
-    if _done.returncode != 0:
-        raise Stop("mixlib を入れられなかった（理由と対処は上の 1 行）。")
+        got = run(*GIT, "clone", "-q", "--depth", "1", "--branch", "{REPO_BRANCH}", REPO_URL, REPO_DIR)
+        if got.returncode != 0:
+            raise Stop(f"{{REPO_URL}} を取得できなかった: {{(got.stderr.strip().splitlines() or ['?'])[-1]}}")
+    done = run(sys.executable, os.path.join(REPO_DIR, "mixlib", "_colab.py"), REPO_DIR, timeout=1800)
+    print((done.stdout + done.stderr).strip())
+    if done.returncode != 0:
+        raise Stop("mixlib を入れられなかった（理由は上に示した）。")
     if REPO_DIR not in sys.path:
         sys.path.insert(0, REPO_DIR)"""
 

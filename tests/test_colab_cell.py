@@ -7,8 +7,7 @@ environment so that pip can never change them) but not mixlib; a stand-in
 ``google.colab`` module makes the cell think it is on Colab; the repository URL
 (``MIXBOOK_REPO_URL``) points at a local git repository holding a snapshot of this
 working tree, and the clone goes to a temporary folder (``MIXBOOK_DIR``). The cell
-goes through IPython's own ``run_cell`` (input transformers, ``!`` lines run by
-``InteractiveShell.system`` with ``{VAR}`` expansion), in a separate interpreter.
+goes through IPython's own ``run_cell``, in a separate interpreter.
 
 Checked: mixlib imports from the clone and loads the packaged encoder; chapter 00
 then runs top to bottom (fast mode); torch is the same before and after, and pip
@@ -16,10 +15,11 @@ installed no torch; running the cell twice is harmless; an older clone is brough
 to date when the repository has moved on. Nothing is downloaded: pip finds every
 dependency already installed. (Marked slow: about a minute on an idle 2-core machine.)
 
-Two quick tests run the cell through IPython's input transformer with a recording
-``system``: outside Colab it does nothing; on Colab it clones, then on a second run
-fetches and resets, with the URL from ``MIXBOOK_REPO_URL`` and torch pinned to the
-installed version.
+Quick tests run the cell through IPython's input transformer with a recording
+``subprocess.run``: outside Colab it does nothing; on Colab it clones, then on a second run
+fetches and resets, with the URL from ``MIXBOOK_REPO_URL``, no shell, no password prompt and a
+time limit; a failed update keeps the old clone; a refusal, a failed clone or a step that hangs
+stops the notebook with one line.
 """
 
 from __future__ import annotations
@@ -160,65 +160,66 @@ def colab(tmp_path_factory):
     return types.SimpleNamespace(base=base, origin=origin, clone=clone, venv=venv, venv_site=venv_site, py=py, env=env, run=run)
 
 
-def _shell_commands(monkeypatch, *, colab: bool, returncode: int = 0, stdout: str = "") -> tuple[list, dict]:
-    """Run the cell through IPython's transformer with a recording ``get_ipython().system`` and ``subprocess.run``.
-
-    Each ``!`` line is recorded after IPython's own ``{VAR}`` expansion (DollarFormatter, as
-    ``InteractiveShell.system`` does), instead of being run; so is the installer's argv, which
-    "exits" with ``returncode`` after printing ``stdout``. The installer file is created where the clone
-    would have it, so the cell finds it.
-    """
-    from IPython.core.inputtransformer2 import TransformerManager
-    from IPython.utils.text import DollarFormatter
-
+def _run_cell(monkeypatch, *, colab: bool, git_rc: int = 0, returncode: int = 0, stdout: str = "") -> tuple[list, dict]:
+    """Run the cell with a recording ``subprocess.run``: each command's argv and environment is recorded
+    instead of run; git "exits" with ``git_rc`` (and says so on stderr), the installer with ``returncode``
+    after printing ``stdout``."""
     if colab:
         monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
     else:
         monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     monkeypatch.setattr(sys, "path", list(sys.path))  # the cell may add the clone to sys.path
     calls: list = []
-    ns: dict = {}
-
-    def system(cmd):
-        calls.append(DollarFormatter().vformat(cmd, [], ns))
-        if cmd.startswith("git clone"):
-            installer = Path(ns["REPO_DIR"]) / "mixlib" / "_colab.py"
-            installer.parent.mkdir(parents=True, exist_ok=True)
-            installer.touch()
 
     def run(argv, **kw):
         calls.append(list(argv))
+        assert kw["timeout"] > 0 and kw["env"]["GIT_TERMINAL_PROMPT"] == "0" and "shell" not in kw
+        if argv[0] == "git":
+            return subprocess.CompletedProcess(argv, git_rc, "", "fatal: could not read from remote\n" if git_rc else "")
         return subprocess.CompletedProcess(argv, returncode, stdout, "")
 
     monkeypatch.setattr(subprocess, "run", run)
-    shell = types.SimpleNamespace(system=system)
-    ns["get_ipython"] = lambda: shell
-    code = TransformerManager().transform_cell(INSTALL_CELL)
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    ns: dict = {}
+    code = TransformerManager().transform_cell(INSTALL_CELL)  # as IPython would (the cell has no magics now)
     exec(compile(code, "<install cell>", "exec"), ns)  # noqa: S102 - the cell under test
     return calls, ns
 
 
+GIT_SPEED = ["git", "-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=30"]
+
+
 def test_outside_colab_the_cell_does_nothing(monkeypatch):
-    calls, ns = _shell_commands(monkeypatch, colab=False)
+    calls, ns = _run_cell(monkeypatch, colab=False)
     assert calls == [] and "REPO_URL" not in ns
 
 
 def test_on_colab_the_cell_clones_then_updates(monkeypatch, tmp_path, capsys):
-    clone = tmp_path / "mixbook"
+    clone = tmp_path / "my mixbook"  # a space: one argument, no shell
     monkeypatch.setenv(REPO_DIR_ENV, str(clone))
     monkeypatch.delenv(REPO_URL_ENV, raising=False)
-    calls, ns = _shell_commands(monkeypatch, colab=True, stdout="mixlib 0.1.0 を入れた（…）。\n")
-    installer = str(clone / "mixlib" / "_colab.py")
-    assert calls == [f"git clone -q --depth 1 --branch {REPO_BRANCH} {REPO_URL} {clone}",
-                     [sys.executable, installer, str(clone)]]  # the kernel's own interpreter runs the installer
+    calls, ns = _run_cell(monkeypatch, colab=True, stdout="mixlib 0.1.0 を入れた（…）。\n")
+    installer = [sys.executable, str(clone / "mixlib" / "_colab.py"), str(clone)]  # the kernel's own interpreter
+    assert calls == [[*GIT_SPEED, "clone", "-q", "--depth", "1", "--branch", REPO_BRANCH, REPO_URL, str(clone)], installer]
     assert sys.path[0] == str(clone)
     assert capsys.readouterr().out == "mixlib 0.1.0 を入れた（…）。\n"  # the installer's one line, nothing else
     (clone / ".git").mkdir(parents=True)  # an earlier clone: fetched and reset, not cloned again
     monkeypatch.setenv(REPO_URL_ENV, "https://example.invalid/fork")
-    calls, _ = _shell_commands(monkeypatch, colab=True)
-    assert calls[0].startswith(f"git -C {clone} fetch -q --depth 1 https://example.invalid/fork {REPO_BRANCH} && "
-                               f"git -C {clone} reset -q --hard FETCH_HEAD")
-    assert calls[1] == [sys.executable, installer, str(clone)]
+    calls, _ = _run_cell(monkeypatch, colab=True)
+    assert calls == [[*GIT_SPEED, "-C", str(clone), "fetch", "-q", "--depth", "1", "https://example.invalid/fork", REPO_BRANCH],
+                     ["git", "-C", str(clone), "reset", "-q", "--hard", "FETCH_HEAD"], installer]
+
+
+def test_on_colab_an_update_that_fails_keeps_the_old_clone(monkeypatch, tmp_path, capsys):
+    clone = tmp_path / "mixbook"
+    (clone / ".git").mkdir(parents=True)
+    monkeypatch.setenv(REPO_DIR_ENV, str(clone))
+    calls, _ = _run_cell(monkeypatch, colab=True, git_rc=128, stdout="mixlib 0.1.0 はもう入っている（…）。")
+    assert [c[0] for c in calls] == ["git", sys.executable]  # no reset after a failed fetch; the installer still runs
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["更新できなかったので、前に入れた版のまま進む: fatal: could not read from remote",
+                   "mixlib 0.1.0 はもう入っている（…）。"]
 
 
 def test_on_colab_a_refusal_stops_the_notebook(monkeypatch, tmp_path, capsys):
@@ -227,23 +228,36 @@ def test_on_colab_a_refusal_stops_the_notebook(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv(REPO_DIR_ENV, str(tmp_path / "mixbook"))
     line = "何も入れていない: ipywidgets 7.6.5 は古すぎる（…）"
     with pytest.raises(Exception, match="mixlib を入れられなかった") as stop:
-        _shell_commands(monkeypatch, colab=True, returncode=2, stdout=line)
-    assert stop.value._render_traceback_() == ["mixlib を入れられなかった（理由と対処は上の 1 行）。"]
+        _run_cell(monkeypatch, colab=True, returncode=2, stdout=line)
+    assert stop.value._render_traceback_() == ["mixlib を入れられなかった（理由は上に示した）。"]
     assert capsys.readouterr().out.strip() == line
     assert str(tmp_path / "mixbook") not in sys.path
 
 
 def test_on_colab_a_failed_clone_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setenv(REPO_DIR_ENV, str(tmp_path / "mixbook"))
-    (tmp_path / "mixbook" / ".git").mkdir(parents=True)  # a clone without the installer: a fetch that failed
-    with pytest.raises(Exception, match="を取得できなかった") as stop:
-        _shell_commands(monkeypatch, colab=True)
+    with pytest.raises(Exception, match="を取得できなかった: fatal: could not read from remote") as stop:
+        _run_cell(monkeypatch, colab=True, git_rc=128)
+    assert len(stop.value._render_traceback_()) == 1
+
+
+def test_on_colab_a_step_that_hangs_is_stopped(monkeypatch, tmp_path):
+    monkeypatch.setenv(REPO_DIR_ENV, str(tmp_path / "mixbook"))
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+
+    def hang(argv, **kw):
+        raise subprocess.TimeoutExpired(argv, kw["timeout"])
+
+    monkeypatch.setattr(subprocess, "run", hang)
+    with pytest.raises(Exception, match="git が 300 秒で終わらなかった") as stop:
+        exec(compile(INSTALL_CELL, "<install cell>", "exec"), {})  # noqa: S102
     assert len(stop.value._render_traceback_()) == 1
 
 
 def test_install_cell_defaults_to_the_public_repository():
     assert f'os.environ.get("{REPO_URL_ENV}", "{REPO_URL}")' in INSTALL_CELL
     assert 'os.path.join(REPO_DIR, "mixlib", "_colab.py")' in INSTALL_CELL and "google.colab" in INSTALL_CELL
+    assert not any(line.lstrip().startswith("!") for line in INSTALL_CELL.splitlines())  # no shell lines
 
 
 @pytest.mark.slow

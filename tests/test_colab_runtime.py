@@ -129,16 +129,50 @@ def test_the_checker_passes_additions_and_catches_removals_and_gaps():
 # -- the installer the cell runs (mixlib/_colab.py) --------------------------------------------------
 
 
-def test_too_old_names_each_package_its_range_and_the_fix():
+def test_too_old_names_each_package_its_range_and_a_fix_that_stays_on_its_major_version():
     reqs = ["ipywidgets>=7.7", "transformers>=4.56", "numpy>=1.24", "tqdm>=4.60"]
     lines = _colab.too_old(reqs, {"ipywidgets": "7.6.5", "transformers": "4.40.0", "numpy": "2.1.3"})
     assert len(lines) == 2
-    assert lines[0].startswith("ipywidgets 7.6.5 は古すぎる（mixlib には ipywidgets>=7.7 が必要）")
-    assert "!pip install -q 'ipywidgets>=7.7'" in lines[0] and "再起動" in lines[0]
-    assert lines[1].startswith("transformers 4.40.0 は古すぎる（mixlib には transformers>=4.56 が必要）")
+    assert lines[0].startswith("ipywidgets 7.6.5 は古すぎる（mixlib には ipywidgets>=7.7 が必要）: ")
+    assert _colab.FRESH_RUNTIME in lines[0] and "セッションを再起動する" in lines[0]
+    assert "!pip install -q 'ipywidgets>=7.7,<8'" in lines[0]  # never an unbounded >= (that would bring 8)
+    assert "!pip install -q 'transformers>=4.56,<5'" in lines[1]
     assert _colab.too_old(reqs, {"ipywidgets": "7.7.1", "transformers": "5.15.0"}) == []  # Colab's runtime
     assert _colab.too_old(["torch>=2.1"], {"torch": "2.11.0+cpu"}) == []  # a local version label is fine
-    assert "新しすぎる" in _colab.too_old(["foo<2"], {"foo": "2.1"})[0]
+
+
+def test_too_old_tells_old_from_out_of_range_and_unreadable():
+    assert "合わない" in _colab.too_old(["foo~=1.2"], {"foo": "2.0"})[0]  # above the range: not "too old"
+    assert "合わない" in _colab.too_old(["foo<2"], {"foo": "2.1"})[0]
+    assert "古すぎる" in _colab.too_old(["foo==1.*"], {"foo": "0.9"})[0]
+    (line,) = _colab.too_old(["ipywidgets>=7.7"], {"ipywidgets": "7.7.1-colab"})  # not PEP 440: one line
+    assert "'7.7.1-colab' は読めない" in line and _colab.FRESH_RUNTIME in line
+
+
+def test_constraints_pin_what_is_installed_but_mixlib():
+    text = _colab.constraints({"ipywidgets": "7.7.1", "torch": "2.11.0+cpu", "mixlib": "0.1.0", "odd": "1.0-colab"})
+    assert text == "ipywidgets==7.7.1\ntorch==2.11.0+cpu\n"
+
+
+def test_build_isolation_is_off_only_when_the_runtime_can_build():
+    assert _colab._build_flags(str(ROOT), {"setuptools": "75.2.0"}) == ["--no-build-isolation"]  # Colab's
+    assert _colab._build_flags(str(ROOT), {"setuptools": "65.0"}) == []
+    assert _colab._build_flags(str(ROOT), {}) == []
+
+
+def test_editable_from_reads_pep_610(monkeypatch, tmp_path):
+    class Dist:
+        def __init__(self, text):
+            self.text = text
+
+        def read_text(self, name):
+            return self.text
+
+    url = {"url": tmp_path.as_uri(), "dir_info": {"editable": True}}
+    monkeypatch.setattr(_colab.metadata, "distribution", lambda name: Dist(json.dumps(url)))
+    assert _colab.editable_from(str(tmp_path)) and not _colab.editable_from(str(tmp_path / "other"))
+    url["dir_info"] = {}
+    assert not _colab.editable_from(str(tmp_path))  # a regular install is not "from this clone"
 
 
 def test_the_ranges_accept_colabs_runtime(colab_pins):
@@ -171,28 +205,74 @@ def test_the_installer_refuses_when_pip_would_replace_something(monkeypatch, cap
 
     monkeypatch.setattr(_colab, "_pip", pip)
     monkeypatch.setattr(_colab, "installed_versions", lambda: {"ipywidgets": "7.7.1", "torch": "2.11.0"})
+    monkeypatch.setattr(_colab, "editable_from", lambda clone: False)
     assert _colab.main([str(ROOT)]) == _colab.EXIT_REFUSED
     assert len(calls) == 1 and "--dry-run" in calls[0]  # asked, never installed
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "ipywidgets 7.7.1 → 8.1.9" in err and err.startswith("何も入れていない")
 
 
-def test_the_installer_installs_exactly_the_plan(monkeypatch, capsys):
-    calls = []
-
+def _fake_pip(monkeypatch, report, calls, *, env_seen=None, after=None):
     def pip(args):
         calls.append(args)
         if "--dry-run" in args:
-            report = {"install": [{"metadata": {"name": "mixlib", "version": "0.1.0"}},
-                                  {"metadata": {"name": "matplotlib-fontja", "version": "1.1.0"}}]}
             Path(args[args.index("--report") + 1]).write_text(json.dumps(report))
+            constraints = Path(args[args.index("-c") + 1]).read_text()
+            calls.append(("constraints", constraints))
+        elif after is not None:
+            installed.update(after)
         return subprocess.CompletedProcess(args, 0, "", "")
 
+    installed = {"ipywidgets": "7.7.1", "setuptools": "75.2.0"}
     monkeypatch.setattr(_colab, "_pip", pip)
-    monkeypatch.setattr(_colab, "installed_versions", lambda: {"ipywidgets": "7.7.1"})
+    monkeypatch.setattr(_colab, "installed_versions", lambda: dict(installed))
+    monkeypatch.setattr(_colab, "requirements", lambda clone: ["ipywidgets>=7.7", "matplotlib-fontja>=1.0"])
+    monkeypatch.setattr(_colab, "editable_from", lambda clone: False)
+    return installed
+
+
+def test_the_installer_installs_exactly_the_plan_keeping_everything_installed(monkeypatch, capsys):
+    calls = []
+    report = {"install": [{"metadata": {"name": "mixlib", "version": "0.1.0"}},
+                          {"metadata": {"name": "matplotlib-fontja", "version": "1.1.0"}}]}
+    _fake_pip(monkeypatch, report, calls, after={"mixlib": "0.1.0", "matplotlib-fontja": "1.1.0"})
     assert _colab.main([str(ROOT)]) == 0
-    assert calls[1] == ["install", "--quiet", "--no-deps", "-e", str(ROOT), "matplotlib-fontja==1.1.0"]
+    assert calls[1] == ("constraints", "ipywidgets==7.7.1\nsetuptools==75.2.0\n")  # pip must keep what is there
+    assert "--no-build-isolation" in calls[0]  # the runtime's setuptools builds mixlib: no download
+    assert calls[2] == ["install", "--quiet", "--no-deps", "--no-build-isolation", "-e", str(ROOT), "matplotlib-fontja==1.1.0"]
     assert capsys.readouterr().out == "mixlib 0.1.0 を入れた（新たに入れたもの: matplotlib-fontja 1.1.0。Colab にあったものは何も替えていない）。\n"
+
+
+def test_the_installer_checks_again_after_installing(monkeypatch, capsys):
+    """If the install moved something anyway (a package's files, pip's settings), it is a failure, not success."""
+    calls = []
+    report = {"install": [{"metadata": {"name": "mixlib", "version": "0.1.0"}},
+                          {"metadata": {"name": "matplotlib-fontja", "version": "1.1.0"}}]}
+    _fake_pip(monkeypatch, report, calls, after={"mixlib": "0.1.0", "ipywidgets": "8.1.9"})
+    assert _colab.main([str(ROOT)]) == _colab.EXIT_PIP_FAILED
+    err = capsys.readouterr().err
+    assert "ipywidgets 7.7.1 → 8.1.9" in err and "matplotlib-fontja>=1.0" in err and err.count("\n") == 1
+
+
+def test_a_second_run_needs_no_pip(monkeypatch, capsys):
+    calls = []
+    installed = _fake_pip(monkeypatch, {"install": []}, calls)
+    installed.update({"mixlib": "0.1.0", "matplotlib-fontja": "1.1.0"})
+    monkeypatch.setattr(_colab, "editable_from", lambda clone: True)
+    assert _colab.main([str(ROOT)]) == 0
+    assert calls == []  # offline works: nothing to ask pip
+    assert capsys.readouterr().out.startswith("mixlib 0.1.0 はもう入っている")
+
+
+def test_pip_runs_without_settings_that_change_what_it_installs(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(subprocess, "run", lambda cmd, **kw: seen.update(kw) or subprocess.CompletedProcess(cmd, 0, "", ""))
+    for name in ("PIP_NO_DEPS", "PIP_UPGRADE", "PIP_TARGET", "PIP_IGNORE_INSTALLED"):
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example/simple")  # where to look is the user's to say
+    _colab._pip(["install", "x"])
+    assert not set(_colab.PIP_OVERRIDES) & set(seen["env"]) and seen["env"]["PIP_INDEX_URL"].startswith("https://mirror")
+    assert seen["timeout"] > 0
 
 
 def test_a_runtime_with_old_ipywidgets_and_transformers_gets_one_line(tmp_path):
@@ -229,4 +309,12 @@ def test_a_pip_failure_shows_pips_last_lines_and_exits_1(monkeypatch, capsys):
     assert _colab.main([str(ROOT)]) == _colab.EXIT_PIP_FAILED
     err = capsys.readouterr().err
     assert "No matching distribution found" in err
-    assert err.strip().splitlines()[-1] == "mixlib を入れられなかった（pip が必要なものを決められなかった; pip の出力の最後を上に示した）。"
+    assert err.strip().splitlines()[-1].startswith("mixlib を入れられなかった（pip が Colab にあるものを替えずに入れる組み合わせを")
+
+
+@pytest.mark.torch_free
+def test_import_mixlib_imports_neither_torch_nor_transformers():
+    """`import mixlib` (and the Colab installer's module) stays cheap and works without torch (Python 3.13 run)."""
+    code = "import sys, mixlib, mixlib._colab, mixlib._repo; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", (proc.returncode, proc.stdout[-300:])
