@@ -324,3 +324,14 @@ def test_no_placeholder_left():
     files = [*NOTEBOOKS, *BOOK_PAGES]
     left = [str(p.relative_to(ROOT)) for p in files if _is_placeholder(p)]
     assert not left, f"{len(left)} placeholder(s) left: {', '.join(left)}"
+
+
+def test_every_virtual_environment_the_makefile_makes_is_outside_the_book():
+    """Sphinx must never read a virtual environment (a README in site-packages broke the build once)."""
+    import yaml
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    venvs = re.findall(r"^(?:VENV|COLAB_VENV|VENV313) \?= (\S+)$", makefile, flags=re.M)
+    assert sorted(venvs) == [".venv", ".venv-colab", ".venv-py313"]
+    excluded = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["exclude_patterns"]
+    assert set(venvs) <= set(excluded), f"add to _config.yml exclude_patterns: {set(venvs) - set(excluded)}"

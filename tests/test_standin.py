@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 ENABLED = os.environ.get("MIXLIB_TEST_PAPER", "").strip() == "1"
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not ENABLED, reason="the paper-model stand-in runs in `make test-paper` (MIXLIB_TEST_PAPER=1)"),
+    pytest.mark.skipif(not ENABLED, reason="the paper-model stand-in runs in `make test-colab` (CI) and `make test-paper` (MIXLIB_TEST_PAPER=1)"),
 ]
 
 
