@@ -36,7 +36,7 @@ help:
 	@echo "make test        run pytest (unit tests + every notebook in fast mode)"
 	@echo "make test-paper  the CLI and every notebook (fast mode) on a random-weight stand-in for bert-base-uncased"
 	@echo "make test-colab  a replica of Colab's runtime: its install cell must replace nothing; then the chapters there"
-	@echo "make test-py313  the unit tests on Python 3.13 (Colab's): without torch (what needs it is listed), then with PyPI's torch"
+	@echo "make test-py313  the unit tests on Python 3.13 (Colab's) without torch (what needs it is listed); PY313_TORCH=1: with torch too"
 	@echo "make bench       run benchmarks/*.py (prints speed ratios)"
 	@echo "make site-check  open every built page in headless Chromium (after make book)"
 	@echo "make clean       remove _build/ and the execution cache (.jupyter_cache/)"
@@ -125,15 +125,16 @@ test-colab: env
 	exit $$rc
 
 # Colab runs Python 3.13; this machine's default is 3.11 and its CPU torch wheel is for 3.11 only. The unit tests
-# run on 3.13 twice: without torch (what needs it is skipped, with the reason), then with PyPI's torch for 3.13 (a
-# CUDA build, run on the CPU). See .ci/test_py313.sh. The first python3.13 that runs is used: on PATH, else
+# run on 3.13 without torch (what needs it is skipped, with the reason); with PY313_TORCH=1 they run again with
+# PyPI's torch for 3.13 (a CUDA build of about 3 GB, run on the CPU; not in CI). See .ci/test_py313.sh. The first python3.13 that runs is used: on PATH, else
 # pyenv's (whose shim answers only where 3.13 is selected).
 PY313 ?= $(shell for p in python3.13 $(HOME)/.pyenv/versions/3.13*/bin/python3.13; do "$$p" -V >/dev/null 2>&1 && { echo "$$p"; break; }; done)
 VENV313 ?= .venv-py313
+PY313_TORCH ?= 0
 test-py313:
 	@if [ -z "$(PY313)" ]; then echo "no working python3.13 on this machine: the Python 3.13 tests did not run"; \
 	    [ "$(PY313_OPTIONAL)" = "1" ] && exit 0 || exit 1; fi
-	bash .ci/test_py313.sh "$(PY313)" $(VENV313) $(PYTEST_WORKERS)
+	bash .ci/test_py313.sh "$(PY313)" $(VENV313) $(PYTEST_WORKERS) $(PY313_TORCH)
 
 bench: env
 	@shopt -s nullglob; files=(benchmarks/*.py); \
