@@ -276,8 +276,13 @@ def main(argv: list[str] | None = None) -> int:
     (work / "runner.py").write_text(CELL_RUNNER, encoding="utf-8")
     # Colab has none of this machine's pip settings (local wheel folders and indexes, a torch cap): the cell's
     # pip sees none either, and fetches from PyPI as on Colab (pip's cache still serves what it has seen).
+    # Only how to reach PyPI is kept (this machine's network needs its CA bundle) and where pip's cache is.
+    keep = ("PIP_CERT", "PIP_CLIENT_CERT", "PIP_PROXY", "PIP_DEFAULT_TIMEOUT", "PIP_RETRIES", "PIP_CACHE_DIR")
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MIXLIB_MODEL") and not (k.startswith("PIP_") and k != "PIP_CACHE_DIR")}
+           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MIXLIB_MODEL") and not (k.startswith("PIP_") and k not in keep)}
+    ca = env.get("PIP_CERT") or os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
+    if ca:
+        env["PIP_CERT"] = ca
     env.update({"PATH": f"{args.venv / 'bin'}{os.pathsep}{env['PATH']}", REPO_URL_ENV: origin.as_uri(),
                 REPO_DIR_ENV: str(clone), "HF_HUB_OFFLINE": "1", "GIT_CONFIG_GLOBAL": str(work / "gitconfig"),
                 "PIP_CONFIG_FILE": os.devnull})
