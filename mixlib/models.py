@@ -31,6 +31,8 @@ that says what was wrong and lists the choices -- never a silent substitution.
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 import functools
 import json
 import numbers
@@ -708,8 +710,18 @@ def _check_local_dir(path: Path) -> None:
         raise OSError(f"{path} has config.json but no weights ({', '.join(weights)}). {_choices()}")
 
 
+def _folder_stamp(name: str) -> tuple:
+    """For a local model folder, (file name, size, mtime_ns) of every file in it, so that a folder re-saved
+    with another model is read again; ``()`` for anything else (packaged names, hub ids)."""
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        return ()
+    return tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in path.iterdir() if f.is_file()))
+
+
 @functools.lru_cache(maxsize=4)
-def _load_cached(name: str, fallback: bool, device: str) -> Encoder:
+def _load_cached(name: str, fallback: bool, device: str, stamp: tuple) -> Encoder:
+    """The loaded encoder, kept unchanged: :func:`load_encoder` hands out copies of its model."""
     return _load(name, fallback=fallback, device=torch.device(device))
 
 
@@ -733,6 +745,10 @@ def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True
     Returns
     -------
     Encoder
+        With a model of its own: each call returns a fresh copy of the weights, so an exercise that
+        ablates a head in one encoder and then loads "a fresh model" gets the real one. Files are read
+        once per (name, fallback, device) and kept unchanged in memory (four at most); a local folder
+        whose files change (a model saved over it) is read again.
 
     Raises
     ------
@@ -753,7 +769,8 @@ def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True
     if not name:
         raise ValueError("name is empty; give a hub id such as 'bert-base-uncased', a local directory, or 'all-MiniLM-L6-v2'.")
     dev = resolve_device(device)
-    return _load_cached(name, bool(fallback), str(dev))
+    kept = _load_cached(name, bool(fallback), str(dev), _folder_stamp(name))
+    return dataclasses.replace(kept, model=copy.deepcopy(kept.model))
 
 
 def _load(name: str, *, fallback: bool, device: torch.device) -> Encoder:

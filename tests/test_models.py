@@ -119,6 +119,37 @@ def test_local_directory_and_random_roberta(tmp_path):
     torch.testing.assert_close(loaded.word_embeddings(), enc.word_embeddings())
 
 
+def test_each_load_gives_a_model_of_its_own():
+    """An exercise ablates a head in one encoder, then asks for a fresh one: it gets the real model
+    (issue 20: load_encoder used to hand out the same mutable object)."""
+    first = load_encoder(PACKAGED_MODEL, device="cpu")
+    real = {k: v.clone() for k, v in first.model.state_dict().items()}
+    batch = first.tokenizer(["The cat sat on the mat."], return_tensors="pt")
+    before = mixlib.decompose(first, batch, vectors=False).ratio
+    with torch.no_grad():
+        first.module(2, "value").weight.zero_()  # the ablation
+    assert not torch.allclose(mixlib.decompose(first, batch, vectors=False).ratio, before)
+    again = load_encoder(PACKAGED_MODEL, device="cpu")
+    assert again is not first and again.model is not first.model and again.tokenizer is first.tokenizer
+    for name, value in again.model.state_dict().items():
+        torch.testing.assert_close(value, real[name], rtol=0, atol=0, msg=name)
+    torch.testing.assert_close(mixlib.decompose(again, batch, vectors=False).ratio, before, rtol=0, atol=0)
+    assert first.module(2, "value").weight.abs().sum() == 0  # the first one stays as its owner left it
+
+
+def test_a_folder_saved_over_is_read_again(tmp_path):
+    from conftest import make_random_encoder
+
+    folder = tmp_path / "my-model"
+    for seed in (0, 1):
+        enc = make_random_encoder(layers=1, heads=2, d=32, seed=seed)
+        enc.model.save_pretrained(folder)
+        enc.tokenizer.save_pretrained(folder)
+        time.sleep(0.01)  # a later modification time even on coarse clocks
+        loaded = load_encoder(folder, device="cpu")
+        torch.testing.assert_close(loaded.word_embeddings(), enc.word_embeddings(), rtol=0, atol=0)
+
+
 def test_missing_directory_is_a_clear_error(tmp_path):
     with pytest.raises(OSError, match="no such directory"):
         load_encoder(str(tmp_path / "nope" / "model"), device="cpu")
