@@ -119,8 +119,10 @@ def read_texts(path: str | Path, *, header: bool | None = None) -> list[str | tu
     the ``sentence_a`` and ``sentence_b`` columns (sentence pairs, e.g.
     ``data/sentence_pairs.tsv``) or from a ``text`` column; other columns are
     ignored. Without a header, each line is one text, or ``A<TAB>B`` for a
-    sentence pair. Blank lines and lines starting with ``#`` are skipped. A
-    malformed line is an error that names the line and says what is allowed.
+    sentence pair -- one or the other for the whole file (a file that mixes them
+    is an error naming the first line of the other kind). Blank lines and lines
+    starting with ``#`` are skipped. A malformed line is an error that names the
+    line and says what is allowed.
     """
     p = Path(path)
     if not p.is_file():
@@ -163,6 +165,13 @@ def read_texts(path: str | Path, *, header: bool | None = None) -> list[str | tu
             raise ValueError(f"--texts {p}, line {lineno}: expected one text, or two non-empty texts separated by one TAB{hint}.")
     if not items:
         raise ValueError(f"--texts {p} has a header but no rows.")
+    kinds = [isinstance(item, tuple) for item in items]
+    if len(set(kinds)) > 1:  # one batch holds either single texts or pairs (mixlib.data._check_texts)
+        numbers = [lineno for lineno, _ in (rows[1:] if columns else rows)]
+        odd = kinds.index(not kinds[0])
+        what = ("a sentence pair (A<TAB>B)", "a single text")
+        raise ValueError(f"--texts {p}, line {numbers[odd]}: {what[kinds[0]]}, but line {numbers[0]} is {what[not kinds[0]]}: "
+                         "a file holds either single texts or 'A<TAB>B' pairs, not both; put them in two files.")
     return items
 
 

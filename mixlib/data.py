@@ -75,9 +75,17 @@ def _check_texts(texts: Any) -> tuple[list[Any], bool]:
         raise ValueError("texts is empty; give at least one string (or one (str, str) sentence pair).")
     first = texts[0]
     pairs = isinstance(first, (tuple, list))
+
+    def is_pair(item: Any) -> bool:
+        return isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(s, str) for s in item)
+
     for i, item in enumerate(texts):
+        if (isinstance(item, str) and pairs) or (is_pair(item) and not pairs and isinstance(first, str)):
+            kind = ("a sentence pair", "a single text") if pairs else ("a single text", "a sentence pair")
+            raise ValueError(f"texts[{i}] is {kind[1]} but texts[0] is {kind[0]}: one batch holds either single "
+                             "texts or (str, str) sentence pairs, not both; analyse them in two calls.")
         if pairs:
-            if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(s, str) for s in item)):
+            if not is_pair(item):
                 raise TypeError(
                     f"texts[{i}] is {item!r} ({type(item).__name__}); texts[0] is a sentence pair, so every item "
                     "must be a pair (str, str). Mixing single texts and pairs in one batch is not allowed."

@@ -41,8 +41,10 @@ def test_help_lists_every_command_and_option():
 
 def test_read_texts_layouts(tmp_path):
     plain = tmp_path / "plain.txt"
-    plain.write_text("# comment\nOne text.\n\nFirst half.\tSecond half.\n", encoding="utf-8")
-    assert cli.read_texts(plain) == ["One text.", ("First half.", "Second half.")]
+    plain.write_text("# comment\nOne text.\n\nAnother text.\n", encoding="utf-8")
+    assert cli.read_texts(plain) == ["One text.", "Another text."]
+    plain.write_text("# comment\nFirst half.\tSecond half.\n", encoding="utf-8")
+    assert cli.read_texts(plain) == [("First half.", "Second half.")]
     table = tmp_path / "pairs.tsv"
     table.write_text("topic\tsentence_a\tsentence_b\nx\tA one.\tB one.\ny\tA two.\tB two.\n", encoding="utf-8")
     assert cli.read_texts(table) == [("A one.", "B one."), ("A two.", "B two.")]
@@ -56,6 +58,10 @@ def test_read_texts_layouts(tmp_path):
         ("", "holds no texts"),
         ("a\tb\tc\n", "line 1: expected one text"),
         ("topic\tsentence_a\tsentence_b\nx\tonly a\n", "line 2: expected 3 TAB-separated"),
+        # singles and pairs in one file (issue 20: this ended in a TypeError traceback from the library)
+        ("The cat sat on the mat.\nI went to Kyoto.\tThen I walked home.\n",
+         r"line 2: a sentence pair \(A<TAB>B\), but line 1 is a single text: .*not both"),
+        ("# c\nA.\tB.\n\nC.\tD.\nE.\n", r"line 5: a single text, but line 2 is a sentence pair"),
     ],
 )
 def test_read_texts_bad_files(tmp_path, content, message):
@@ -68,6 +74,12 @@ def test_read_texts_bad_files(tmp_path, content, message):
 def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
     assert cli.main(["mixing", *MODEL, "--texts", str(tmp_path / "missing.txt"), "--out", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("The cat sat on the mat.\nI went to Kyoto.\tThen I walked home.\n", encoding="utf-8")
+    assert cli.main(["mixing", *MODEL, "--texts", str(mixed), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "line 2" in err and "not both" in err and "Traceback" not in err and err.strip().count("\n") == 0
+    mixed.unlink()
     assert cli.main(["clusters", *MODEL, "--k", "40000", "--out", str(tmp_path / "o")]) == 2
     assert "larger than the vocabulary" in capsys.readouterr().err
     assert cli.main(["positional", *MODEL, "--layer", "9", "--out", str(tmp_path / "o")]) == 2

@@ -93,8 +93,12 @@ def test_pairs(tiny_enc):
     assert ids[0] == tok.cls_token_id and len(seps) == 2 and seps[-1] == n - 1
     assert (tt[: seps[0] + 1] == 0).all() and (tt[seps[0] + 1 : n] == 1).all()
     assert int(batch["masked"][0].sum()) >= 1
-    with pytest.raises(TypeError, match="pair"):
+    with pytest.raises(ValueError, match=r"texts\[1\] is a single text but texts\[0\] is a sentence pair.*not both"):
         tokenize(tiny_enc, [("a", "b"), "c"])
+    with pytest.raises(ValueError, match=r"texts\[2\] is a sentence pair but texts\[0\] is a single text"):
+        tokenize(tiny_enc, ["a", "b", ("c", "d")])
+    with pytest.raises(TypeError, match="pair"):
+        tokenize(tiny_enc, [("a", "b"), ("c", "d", "e")])
     with pytest.raises(ValueError, match="empty sentence"):
         tokenize(tiny_enc, [("a", " ")])
 
