@@ -103,6 +103,16 @@ def _check_texts(texts: Any) -> tuple[list[Any], bool]:
     return texts, pairs
 
 
+def check_atol(atol: Any) -> float:
+    """The self-checks' tolerance: a positive, finite number (NaN would make every check fail and blame the
+    model, infinity would switch the checks off)."""
+    if isinstance(atol, bool) or not isinstance(atol, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(atol) or atol <= 0:
+        raise ValueError(f"atol={atol!r} is not allowed: the self-checks' tolerance must be a positive, finite "
+                         "number (default 1e-4).")
+    return float(atol)
+
+
 def _check_max_length(max_length: Any, limit: int) -> int:
     if not isinstance(max_length, (int, np.integer)) or isinstance(max_length, bool):
         raise TypeError(f"max_length must be an int; got {type(max_length).__name__}.")

@@ -216,6 +216,9 @@ def context_maps(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is not allowed; give a positive int.")
+    from .data import check_atol
+
+    atol = check_atol(atol)
     layer_idx = enc.check_layers(layers)
     inputs = _as_batch(enc, batch, max_length)
     ids, am = inputs["input_ids"], inputs["attention_mask"]

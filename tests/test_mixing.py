@@ -676,3 +676,12 @@ def test_layer_means_and_variants_ci(tiny_enc):
     np.testing.assert_allclose(vt[("book", "low")], t[("全体", "low")], rtol=1e-4)
     with pytest.raises(ValueError, match=r"\(L, B, N\)"):
         mx.layer_means(np.zeros((2, 3)), m.real)
+
+
+@pytest.mark.parametrize("atol", [float("nan"), float("inf"), 0.0, -1e-4, True, "1e-4"])
+def test_atol_must_be_positive_and_finite(tiny_enc, atol):
+    """atol=nan used to fail every self-check and blame the model ("train mode?"); inf switched them off."""
+    for analysis in (mixlib.decompose, mixlib.context_maps):
+        with pytest.raises(ValueError, match="positive, finite"):
+            analysis(tiny_enc, ["The cat sat."], atol=atol)
+    assert mixlib.decompose(tiny_enc, ["The cat sat."], atol=1e-3).ratio.shape[0] == tiny_enc.n_layers  # a good one
