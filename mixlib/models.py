@@ -150,12 +150,24 @@ def _get(module: torch.nn.Module, path: str) -> Any:
 
 
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
-    """``"auto"`` -> CUDA when available, else CPU; anything else is passed to ``torch.device``."""
+    """``"auto"`` -> CUDA when available, else CPU; otherwise a CPU, CUDA (``cuda:N``) or MPS device this
+    machine has. Anything else (``"meta"``, a missing GPU, ``cuda:N`` past the last device) is a ValueError
+    that says what to use, raised before any model is loaded."""
     if device is None or (isinstance(device, str) and device == "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but CUDA is not available; use device='auto' or 'cpu'.")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA device(s) "
+                         f"(cuda:0..cuda:{torch.cuda.device_count() - 1}).")
+    if dev.type == "meta":
+        raise ValueError(f"device={device!r} holds shapes, not weights: the analyses need real numbers; use 'auto', "
+                         "'cpu' or 'cuda'.")
+    if dev.type == "mps" and not (torch.backends.mps.is_built() and torch.backends.mps.is_available()):
+        raise ValueError(f"device={device!r} (an Apple GPU) is not available on this machine; use 'auto' or 'cpu'.")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device={device!r}: mixlib runs on 'cpu', 'cuda' (or 'cuda:N') and 'mps'; use 'auto' to pick one.")
     return dev
 
 

@@ -171,6 +171,31 @@ def test_device_auto_and_bad_device():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA is not available"):
             models.resolve_device("cuda")
+    else:
+        with pytest.raises(ValueError, match="CUDA device"):
+            models.resolve_device(f"cuda:{torch.cuda.device_count()}")
+    # issue 20: these ended in tracebacks from deep inside the analyses
+    with pytest.raises(ValueError, match="shapes, not weights"):
+        models.resolve_device("meta")
+    if not torch.backends.mps.is_available():
+        with pytest.raises(ValueError, match="Apple GPU"):
+            models.resolve_device("mps")
+    with pytest.raises(ValueError, match="runs on 'cpu', 'cuda'"):
+        models.resolve_device("xpu")
+
+
+@pytest.mark.parametrize("device", ["meta", "mps"])
+def test_cli_refuses_a_device_it_cannot_use_in_one_line(tmp_path, capsys, device):
+    from mixlib import cli
+
+    if device == "mps" and torch.backends.mps.is_available():
+        pytest.skip("this machine has an Apple GPU: mps is a real choice here")
+    texts = tmp_path / "t.txt"
+    texts.write_text("The cat sat on the mat.\n", encoding="utf-8")
+    assert cli.main(["mixing", "--model", PACKAGED_MODEL, "--texts", str(texts), "--out", str(tmp_path / "o"),
+                     "--device", device]) == 2
+    err = capsys.readouterr().err
+    assert f"--device {device!r}" in err and "Traceback" not in err and not (tmp_path / "o").exists()
 
 
 def test_empty_name_rejected(monkeypatch):
