@@ -239,6 +239,20 @@ def _remove_stale_staging(out: Path, parent: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
+def _check_can_create(out: Path) -> None:
+    """``--out`` can be made: its nearest existing ancestor is a folder this user may write into (checked
+    before the model loads, so that a run never computes for nothing)."""
+    if out.exists():
+        return
+    above = out.parent
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        _bad(f"--out {out}: {above} is a file, so no folder can be made under it; give another folder.")
+    if not os.access(above, os.W_OK | os.X_OK):
+        _bad(f"--out {out}: {above} is not writable by this user; give a folder you may write into.")
+
+
 def check_out(value: str) -> Path:
     """Validate ``--out``: a new or empty folder, or an earlier run's output; raises :class:`UsageError`."""
     if not value or not value.strip():
@@ -253,6 +267,7 @@ def check_out(value: str) -> Path:
              "(an earlier run's output folder is replaced as a whole).")
     if out.resolve() == Path.cwd().resolve() or out.resolve() in Path.cwd().resolve().parents:
         _bad(f"--out {out} is the working folder or one of its parents; give a folder of its own, e.g. --out results/mixing.")
+    _check_can_create(out)
     return out
 
 
@@ -382,6 +397,7 @@ def check_stream_out(value: str) -> Path:
     if out.is_dir() and any(out.iterdir()) and not (out / STREAM_META).exists():
         _bad(f"--out {out} holds files but no {STREAM_META}, so it is not a stream-mixing folder; "
              "give a new or empty folder (or the folder of an earlier stream-mixing run to resume it).")
+    _check_can_create(out)
     return out
 
 

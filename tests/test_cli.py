@@ -80,6 +80,16 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "line 2" in err and "not both" in err and "Traceback" not in err and err.strip().count("\n") == 0
     mixed.unlink()
+    # --out under a file: refused before the model runs (issue 20: it failed only after the analysis)
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    texts = tmp_path / "t.txt"
+    texts.write_text("The cat sat.\n", encoding="utf-8")
+    for command in ("mixing", "stream-mixing"):
+        assert cli.main([command, *MODEL, "--texts", str(texts), "--out", str(afile / "sub" / "x")]) == 2
+        err = capsys.readouterr().err
+        assert "afile is a file, so no folder can be made under it" in err and "decompose" not in err
+    afile.unlink(), texts.unlink()
     assert cli.main(["clusters", *MODEL, "--k", "40000", "--out", str(tmp_path / "o")]) == 2
     assert "larger than the vocabulary" in capsys.readouterr().err
     assert cli.main(["positional", *MODEL, "--layer", "9", "--out", str(tmp_path / "o")]) == 2
