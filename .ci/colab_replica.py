@@ -48,6 +48,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 FREEZE = ROOT / ".ci" / "colab" / "pip-freeze.txt"
+sys.path.insert(0, str(ROOT))  # the working tree's mixlib: no install needed for what this script uses
+from mixlib._colab import canonical  # noqa: E402 - PEP 503 names, as the installer compares them
 
 #: What Colab ships that the book's first cell must never move (the issue's list). The check covers
 #: every package the replica had; these must also be present in it.
@@ -65,11 +67,6 @@ TORCH_HERE = "2.13.0"
 #: Colab's pins that torch 2.13.0 cannot live with, left free (printed): torch 2.13 requires
 #: setuptools>=77.0.3, Colab has 75.2.0 (its torch 2.11 does not ask for it).
 FREED_FOR_TORCH = ("setuptools",)
-
-
-def canonical(name: str) -> str:
-    """PEP 503 normalised distribution name."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def parse_freeze(text: str) -> tuple[dict[str, tuple[str, str]], list[tuple[str, str]]]:

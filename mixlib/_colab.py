@@ -112,8 +112,8 @@ def too_old(reqs: list[str], installed: dict[str, str]) -> list[str]:
 
     Examples
     --------
-    >>> too_old(["ipywidgets>=7.7", "numpy>=1.24"], {"ipywidgets": "7.6.5", "numpy": "2.1.3"})[0][:60]
-    'ipywidgets 7.6.5 は古すぎる（mixlib には ipywidgets>=7.7 が必要）: 新しいランタイムにし'
+    >>> too_old(["ipywidgets>=7.7", "numpy>=1.24"], {"ipywidgets": "7.6.5", "numpy": "2.1.3"})[0][:80]
+    'ipywidgets 7.6.5 は古すぎる（mixlib には ipywidgets>=7.7 が必要）: 「ランタイム → ランタイムを接続解除して削除」で'
     """
     problems = []
     for text in reqs:
@@ -180,10 +180,17 @@ def summary(new: list[tuple[str, str]]) -> str:
     return f"{(own or ['mixlib'])[0]} を入れた（{added}。Colab にあったものは何も替えていない）。"
 
 
+#: seconds one pip call may take (the cell gives the whole installer 1800)
+PIP_TIMEOUT = 800
+
+
 def _pip(args: list[str]) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
     env = {k: v for k, v in os.environ.items() if k not in PIP_OVERRIDES}
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=PIP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(cmd, 124, "", f"pip did not finish in {PIP_TIMEOUT} s (a slow or stalled network?)")
 
 
 def _fail(proc: subprocess.CompletedProcess, what: str) -> int:

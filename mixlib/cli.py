@@ -371,8 +371,6 @@ def _fraction(text: str) -> float:
 
 
 def _check_device(value: str) -> None:
-    import torch
-
     from .models import resolve_device
 
     try:
@@ -381,10 +379,6 @@ def _check_device(value: str) -> None:
         _bad(f"--device {value!r} is not a device; use auto, cpu, cuda or cuda:N.")
     except ValueError as err:
         _bad(f"--device {value!r}: {err}")
-    if value.startswith("cuda:") and torch.cuda.is_available():
-        index = torch.device(value).index or 0
-        if index >= torch.cuda.device_count():
-            _bad(f"--device {value!r}: there are {torch.cuda.device_count()} CUDA devices (cuda:0..cuda:{torch.cuda.device_count() - 1}).")
 
 
 def check_stream_out(value: str) -> Path:

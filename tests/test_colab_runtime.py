@@ -318,3 +318,12 @@ def test_import_mixlib_imports_neither_torch_nor_transformers():
     code = "import sys, mixlib, mixlib._colab, mixlib._repo; print(sorted({'torch', 'transformers'} & set(sys.modules)))"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", (proc.returncode, proc.stdout[-300:])
+
+
+def test_a_pip_that_hangs_is_a_failure_not_a_traceback(monkeypatch):
+    def hang(cmd, **kw):
+        raise subprocess.TimeoutExpired(cmd, kw["timeout"])
+
+    monkeypatch.setattr(subprocess, "run", hang)
+    proc = _colab._pip(["install", "x"])
+    assert proc.returncode == 124 and f"{_colab.PIP_TIMEOUT} s" in proc.stderr
