@@ -74,14 +74,19 @@ Exit status: 0 done, 2 bad input (one line on stderr), 130 interrupted (Ctrl-C),
 """
 
 TEXTS_HELP = """\
---texts: a UTF-8 file (a byte-order mark is ignored). Blank lines and lines
-starting with '#' are skipped. Without a header, each line is one text or
-'A<TAB>B' (a sentence pair). With a header (--header; the default for *.tsv
-files, --no-header turns it off), the first line names TAB-separated columns
-and the texts are read from the 'sentence_a' and 'sentence_b' columns (pairs)
-or from the 'text' column; other columns are ignored. Literal special tokens
-such as [MASK], [SEP], [CLS] in the text are read as ordinary text unless
---keep-special-tokens is given.
+--texts: a UTF-8 file (a byte-order mark is ignored), read by the same rules
+in mixing, maps and stream-mixing (mixlib.texts). Lines end at LF or CRLF.
+Blank lines and lines starting with '#' are skipped. Without a header, each
+line is one text or 'A<TAB>B' (a sentence pair), one kind for the whole file.
+With a header (--header; the default for *.tsv files, --no-header turns it
+off), the first line names TAB-separated columns and the texts are read from
+the 'sentence_a' and 'sentence_b' columns (pairs) or from the 'text' column;
+other columns are ignored. A text with nothing to tokenize (only zero-width or
+control characters) is an error naming its line, found before the model loads.
+"""
+SPECIAL_HELP = """\
+Literal special tokens such as [MASK], [SEP], [CLS] in the text are read as
+ordinary text unless --keep-special-tokens is given.
 """
 
 PAPER_MODEL = "bert-base-uncased"
@@ -103,76 +108,13 @@ def _bad(message: str) -> NoReturn:
 
 
 def read_texts(path: str | Path, *, header: bool | None = None) -> list[str | tuple[str, str]]:
-    """Read the texts of ``--texts``.
+    """The texts of ``--texts`` (:func:`mixlib.texts.read_texts`: the one reader of every command).
 
-    Parameters
-    ----------
-    path : str or Path
-        A UTF-8 text file; a byte-order mark at its start is ignored.
-    header : bool, optional
-        Whether the first (non-blank, non-comment) line is a header. Default:
-        True for files whose name ends in ``.tsv``, False otherwise. The rule
-        is never guessed from the line's content, so a plain text file whose
-        first line happens to be ``Text`` keeps it.
-
-    With a header, the line names TAB-separated columns; the texts come from
-    the ``sentence_a`` and ``sentence_b`` columns (sentence pairs, e.g.
-    ``data/sentence_pairs.tsv``) or from a ``text`` column; other columns are
-    ignored. Without a header, each line is one text, or ``A<TAB>B`` for a
-    sentence pair -- one or the other for the whole file (a file that mixes them
-    is an error naming the first line of the other kind). Blank lines and lines
-    starting with ``#`` are skipped. A malformed line is an error that names the
-    line and says what is allowed.
+    Errors are :class:`ValueError` with one line naming the file and the line.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"--texts {p}: no such file (give a UTF-8 text file, one text or 'A<TAB>B' pair per line).")
-    if header is None:
-        header = p.suffix.lower() == ".tsv"
-    try:
-        lines = p.read_text(encoding="utf-8-sig").splitlines()
-    except UnicodeDecodeError as err:
-        raise ValueError(f"--texts {p} is not UTF-8 text ({err.reason} at byte {err.start}).") from None
-    rows = [(i, line) for i, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")]
-    if not rows:
-        raise ValueError(f"--texts {p} holds no texts (blank lines and '#' comments are skipped).")
-    columns: list[int] | None = None
-    names: list[str] = []
-    if header:
-        names = [h.strip().lower() for h in rows[0][1].split("\t")]
-        if "sentence_a" in names and "sentence_b" in names:
-            columns = [names.index("sentence_a"), names.index("sentence_b")]
-        elif "text" in names:
-            columns = [names.index("text")]
-        else:
-            raise ValueError(f"--texts {p}, line {rows[0][0]}: the header names no 'sentence_a'/'sentence_b' or 'text' column "
-                             f"(found: {', '.join(names)}); fix the header, or pass --no-header if the file has none.")
-    items: list[str | tuple[str, str]] = []
-    for lineno, line in rows[1:] if columns else rows:
-        parts = [s.strip() for s in line.split("\t")]
-        if columns:
-            if len(parts) != len(names) or not all(parts[c] for c in columns):
-                raise ValueError(f"--texts {p}, line {lineno}: expected {len(names)} TAB-separated fields "
-                                 f"({', '.join(names)}) with non-empty text.")
-            picked = [parts[c] for c in columns]
-            items.append(picked[0] if len(picked) == 1 else (picked[0], picked[1]))
-        elif len(parts) == 1:
-            items.append(parts[0])
-        elif len(parts) == 2 and all(parts):
-            items.append((parts[0], parts[1]))
-        else:
-            hint = " (if it is a header, pass --header)" if lineno == rows[0][0] else ""
-            raise ValueError(f"--texts {p}, line {lineno}: expected one text, or two non-empty texts separated by one TAB{hint}.")
-    if not items:
-        raise ValueError(f"--texts {p} has a header but no rows.")
-    kinds = [isinstance(item, tuple) for item in items]
-    if len(set(kinds)) > 1:  # one batch holds either single texts or pairs (mixlib.data._check_texts)
-        numbers = [lineno for lineno, _ in (rows[1:] if columns else rows)]
-        odd = kinds.index(not kinds[0])
-        what = ("a sentence pair (A<TAB>B)", "a single text")
-        raise ValueError(f"--texts {p}, line {numbers[odd]}: {what[kinds[0]]}, but line {numbers[0]} is {what[not kinds[0]]}: "
-                         "a file holds either single texts or 'A<TAB>B' pairs, not both; put them in two files.")
-    return items
+    from .texts import read_texts as read
+
+    return read(Path(path).expanduser(), header=header)
 
 
 @contextmanager
@@ -396,7 +338,8 @@ def check_stream_out(value: str) -> Path:
 
 
 def _check_stream_args(args: argparse.Namespace) -> None:
-    from .stream import iter_texts, parse_shard
+    from .stream import parse_shard
+    from .texts import header_default, iter_texts
 
     args.out = check_stream_out(args.out)
     try:
@@ -404,14 +347,9 @@ def _check_stream_args(args: argparse.Namespace) -> None:
     except ValueError as err:
         _bad(f"--shard: {err}")
     texts = Path(args.texts).expanduser()
-    if not texts.is_file():
-        _bad(f"--texts {texts}: no such file (give a UTF-8 text file, one text or 'A<TAB>B' pair per line).")
-    try:
-        args.n_texts = sum(1 for _ in iter_texts(texts, header=bool(args.header)))  # reads every line once: bad lines fail now
-    except UnicodeDecodeError as err:
-        _bad(f"--texts {texts} is not UTF-8 text ({err.reason} at byte {err.start}).")
-    if args.n_texts == 0:
-        _bad(f"--texts {texts} holds no texts (blank lines and '#' comments are skipped).")
+    if args.header is None:
+        args.header = header_default(texts)
+    args.n_texts = sum(1 for _ in iter_texts(texts, header=args.header))  # every line read once: a bad line fails now
     meta = args.out / STREAM_META
     if meta.exists():  # a resume or another shard: the options must be those recorded
         try:
@@ -754,9 +692,10 @@ def cmd_stream_mixing(args: argparse.Namespace, enc: Any) -> None:
     from .stream import stream_mixing
 
     t0 = time.perf_counter()
-    res = stream_mixing(enc, Path(args.texts).expanduser(), args.out, chunk_size=args.chunk_size, shard=args.shard,
-                        rate=args.rate, seed=args.seed, count=args.mask_count, max_length=args.max_length,
-                        batch_size=args.batch_size, header=bool(args.header), progress=None)
+    with special_tokens_as_text(enc.tokenizer):  # '[MASK]' in a text is text, as in mixing
+        res = stream_mixing(enc, Path(args.texts).expanduser(), args.out, chunk_size=args.chunk_size, shard=args.shard,
+                            rate=args.rate, seed=args.seed, count=args.mask_count, max_length=args.max_length,
+                            batch_size=args.batch_size, header=args.header, progress=None)
     _write_atomic(args.out / "run.json", json.dumps(
         {**_card(enc, args), "texts_in_file": args.n_texts, "chunks_written": list(res.written),
          "chunks_skipped": list(res.skipped), "sequences_written": res.n_sequences}, ensure_ascii=False, indent=2))
@@ -807,7 +746,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(COMMANDS) + "}")
     for name, (func, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text,
-                           epilog=(TEXTS_HELP + "\n" if name in ("mixing", "maps") else "") + EPILOG,
+                           epilog=(TEXTS_HELP + (SPECIAL_HELP if name != "stream-mixing" else "") + "\n"
+                                   if name in ("mixing", "maps", "stream-mixing") else "") + EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(func=func)
         if name == "stream-mixing":
@@ -825,9 +765,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-fallback", action="store_true", help="fail instead of using the packaged model when --model cannot be loaded")
         if name == "stream-mixing":
             p.add_argument("--texts", required=True, help="UTF-8 file read lazily: one text per line, or 'A<TAB>B' for a sentence pair; "
-                                                          "'#' lines and blank lines skipped")
-            p.add_argument("--header", action=argparse.BooleanOptionalAction, default=False,
-                           help="skip the first (non-comment) line of --texts (default: no)")
+                                                          "'#' lines and blank lines skipped (the same rules as mixing, below)")
+            p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                           help="the first line of --texts names its columns (sentence_a/sentence_b or text) "
+                                "(default: yes for *.tsv files, no otherwise)")
             p.add_argument("--chunk-size", type=_int(1), default=256, help="texts per chunk file (default: 256)")
             p.add_argument("--shard", default="0/1", help="i/n: process chunks k with k %% n == i, so n machines split one file "
                                                           "into the same --out (default: 0/1, all chunks)")

@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .texts import has_content
+
 __all__ = ["PAD_CATEGORY", "PUNCTUATION", "MASK_COUNTS", "tokenize", "mask_count", "mask_tokens", "token_categories", "category_names"]
 
 #: Category given to padding positions (never counted in any statistic).
@@ -90,16 +92,18 @@ def _check_texts(texts: Any) -> tuple[list[Any], bool]:
                     f"texts[{i}] is {item!r} ({type(item).__name__}); texts[0] is a sentence pair, so every item "
                     "must be a pair (str, str). Mixing single texts and pairs in one batch is not allowed."
                 )
-            if not item[0].strip() or not item[1].strip():
-                raise ValueError(f"texts[{i}] has an empty sentence; both sentences of a pair must contain text.")
+            if not has_content(item[0]) or not has_content(item[1]):
+                raise ValueError(f"texts[{i}] has an empty sentence (or one of only zero-width or control characters); "
+                                 "both sentences of a pair must contain something to tokenize.")
         else:
             if not isinstance(item, str):
                 raise TypeError(
                     f"texts[{i}] is a {type(item).__name__} ({item!r:.60}); every item must be a str "
                     "(or every item a (str, str) sentence pair)."
                 )
-            if not item.strip():
-                raise ValueError(f"texts[{i}] is empty (or only whitespace); every text must contain something to tokenize.")
+            if not has_content(item):
+                raise ValueError(f"texts[{i}] is empty (or only whitespace, zero-width or control characters); "
+                                 "every text must contain something to tokenize.")
     return texts, pairs
 
 

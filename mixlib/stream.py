@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["iter_texts", "stream_mixing", "merge_mixing", "StreamResult", "parse_shard"]
+from .texts import header_default, iter_texts
+
+__all__ = ["stream_mixing", "merge_mixing", "StreamResult", "parse_shard"]
 
 #: Per-token fields written for each layer (ratios first, then norms).
 FIELDS = ("ratio", "attnres_n", "attn_n", "attnres_w", "attn_w", "norm_mix", "norm_keep_attn", "norm_res", "norm_keep",
@@ -65,49 +68,27 @@ def parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
-def iter_texts(path: str | os.PathLike, *, header: bool = False) -> Iterator[str | tuple[str, str]]:
-    """Texts of a file, one per line (``A<TAB>B`` is a sentence pair), read lazily.
-
-    Blank lines and lines starting with ``#`` are skipped; a UTF-8 BOM is
-    ignored; ``header=True`` skips the first remaining line. A line with more
-    than one tab is an error that names the line.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"text file {str(p)!r} does not exist or is not a file.")
-    skipped_header = not header
-    layout = None
-    with open(p, encoding="utf-8-sig", newline="") as fh:
-        for lineno, line in enumerate(fh, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            if not skipped_header:
-                skipped_header = True
-                continue
-            parts = line.split("\t")
-            if len(parts) > 2 or (len(parts) == 2 and not (parts[0].strip() and parts[1].strip())):
-                raise ValueError(f"{p}:{lineno}: expected one text or two texts separated by one tab (A<TAB>B).")
-            kind = "pairs" if len(parts) == 2 else "single texts"
-            if layout is None:
-                layout = kind
-            elif kind != layout:
-                raise ValueError(f"{p}:{lineno}: this line is {'a pair' if len(parts) == 2 else 'a single text'}, but the file "
-                                 f"started with {layout}; put pairs and single texts in separate files.")
-            yield (parts[0].strip(), parts[1].strip()) if len(parts) == 2 else parts[0].strip()
-
-
-def _chunks(path: Any, chunk_size: int, header: bool) -> Iterator[tuple[int, int, list]]:
-    """(chunk index, first sequence id, texts) for every chunk of the file."""
+def _chunks(path: Any, chunk_size: int, header: bool | None) -> Iterator[tuple[int, int, list, list[int]]]:
+    """(chunk index, first sequence id, texts, their line numbers) for every chunk of the file."""
     buf: list = []
+    lines: list[int] = []
     k = 0
-    for text in iter_texts(path, header=header):
+    for lineno, text in iter_texts(path, header=header):
         buf.append(text)
+        lines.append(lineno)
         if len(buf) == chunk_size:
-            yield k, k * chunk_size, buf
-            buf, k = [], k + 1
+            yield k, k * chunk_size, buf, lines
+            buf, lines, k = [], [], k + 1
     if buf:
-        yield k, k * chunk_size, buf
+        yield k, k * chunk_size, buf, lines
+
+
+def _at_line(err: ValueError, path: Any, lines: list[int]) -> ValueError:
+    """A library error that names ``texts[j]`` (its place in the chunk), renamed to the file's line."""
+    match = re.match(r"texts\[(\d+)\]", str(err))
+    if not match or int(match.group(1)) >= len(lines):
+        return err
+    return ValueError(f"{path}, line {lines[int(match.group(1))]}:" + str(err)[match.end():])
 
 
 def _chunk_file(out: Path, k: int) -> Path:
@@ -196,7 +177,7 @@ def stream_mixing(
     count: str = "floor",
     max_length: int = 128,
     batch_size: int = 32,
-    header: bool = False,
+    header: bool | None = None,
     progress: bool | None = None,
 ) -> StreamResult:
     """Decompose every text of a file, chunk by chunk, into Parquet files (see the module docstring).
@@ -205,7 +186,8 @@ def stream_mixing(
     ----------
     enc : mixlib.Encoder
     texts : path
-        UTF-8 text file: one text per line, or ``A<TAB>B`` for a pair.
+        UTF-8 text file: one text per line, or ``A<TAB>B`` for a pair, read
+        by :func:`mixlib.texts.iter_texts` (the same rules as every command).
     out : path
         Folder for ``chunk-NNNNNNN.parquet`` and ``stream.json`` (created).
     chunk_size : int, default 256
@@ -216,8 +198,9 @@ def stream_mixing(
         Masking, as :func:`mixlib.mask_tokens` (sequence ``s`` uses the stream ``(seed, s)``).
     batch_size : int, default 32
         Sequences per forward pass inside a chunk.
-    header : bool, default False
-        Skip the file's first (non-comment) line.
+    header : bool, optional
+        The file's first (non-comment) line names its columns (default: True
+        for ``*.tsv`` files); the rules are :mod:`mixlib.texts`'.
     progress : bool or None
         tqdm bar over chunks; None shows it when stderr is a terminal.
 
@@ -232,6 +215,8 @@ def stream_mixing(
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size!r}; give a positive int.")
     i, n = parse_shard(shard) if isinstance(shard, str) else parse_shard(f"{shard[0]}/{shard[1]}")
+    if header is None:
+        header = header_default(texts)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"model": enc.name, "texts": Path(texts).name, "chunk_size": int(chunk_size), "rate": float(rate), "seed": int(seed),
@@ -246,7 +231,7 @@ def stream_mixing(
                disable=not (progress if progress is not None else sys.stderr.isatty()))
     written, skipped, n_seq = [], [], 0
     try:
-        for k, first, chunk in _chunks(texts, int(chunk_size), header):
+        for k, first, chunk, lines in _chunks(texts, int(chunk_size), header):
             if k % n != i:
                 continue
             path = _chunk_file(out, k)
@@ -254,7 +239,10 @@ def stream_mixing(
                 skipped.append(k)
                 bar.update(1)
                 continue
-            batch = mask_tokens(enc, chunk, rate=rate, seed=seed, max_length=max_length, count=count, first_index=first)
+            try:
+                batch = mask_tokens(enc, chunk, rate=rate, seed=seed, max_length=max_length, count=count, first_index=first)
+            except ValueError as err:
+                raise _at_line(err, texts, lines) from None
             batch.pop("masked", None)
             m = decompose(enc, batch, batch_size=batch_size, vectors=False, progress=False)
             _write_parquet(path, _rows(m, first))

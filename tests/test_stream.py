@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 import mixlib
-from mixlib.stream import iter_texts, merge_mixing, parse_shard, stream_mixing
+from mixlib.stream import _at_line, merge_mixing, parse_shard, stream_mixing
+from mixlib.texts import read_texts
 from mixlib.widgets import load_sentence_pairs
 
 
@@ -17,7 +18,7 @@ def corpus(tmp_path_factory):
     lines = ["# a comment line", ""] + [f"{a}\t{b}" for a, b in pairs[:7]] + ["Two sentences.\tIn a pair.", f"{pairs[8][0]}\t{pairs[8][1]}"]
     path = tmp_path_factory.mktemp("corpus") / "texts.txt"
     path.write_text("\ufeff" + "\n".join(lines) + "\n", encoding="utf-8")
-    texts = list(iter_texts(path))
+    texts = read_texts(path)
     assert len(texts) == 9 and texts[0] == pairs[0] and texts[7] == ("Two sentences.", "In a pair.")
     return path, texts
 
@@ -63,13 +64,24 @@ def test_bad_input(tiny_enc, tmp_path):
             parse_shard(bad)
     bad = tmp_path / "bad.txt"
     bad.write_text("a\tb\tc\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad.txt:1"):
-        list(iter_texts(bad))
-    mixed = tmp_path / "mixed.txt"
-    mixed.write_text("a\tb\nonly one\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"mixed.txt:2: .*separate files"):
-        list(iter_texts(mixed))
+    with pytest.raises(ValueError, match=r"bad.txt, line 1: expected one text"):
+        stream_mixing(tiny_enc, bad, tmp_path / "o1")
     with pytest.raises(ValueError, match="no stream.json"):
         merge_mixing(tmp_path)
     with pytest.raises(ValueError, match="chunk_size"):
         stream_mixing(tiny_enc, bad, tmp_path / "o", chunk_size=0)
+
+
+def test_a_bad_line_is_named_by_its_line_in_the_file(tiny_enc, tmp_path):
+    """Issue 20: a line of zero-width spaces far into the file failed naming texts[37], its place in a chunk."""
+    lines = [f"Sentence number {i}." for i in range(60)]
+    lines[49] = "\u200b\u200b"
+    path = tmp_path / "t.txt"
+    path.write_text("# corpus\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"t.txt, line 51: .*nothing to tokenize"):
+        stream_mixing(tiny_enc, path, tmp_path / "o", chunk_size=16)
+    # an error the library raises inside a chunk names the file's line, not texts[j]
+    err = _at_line(ValueError("texts[2] has no ordinary token to mask."), path, [4, 9, 17])
+    assert str(err) == f"{path}, line 17: has no ordinary token to mask."
+    other = ValueError("something else")
+    assert _at_line(other, path, [1]) is other

@@ -1,0 +1,156 @@
+"""Text files of the command line and of :mod:`mixlib.stream`: one reader, one set of rules.
+
+``python -m mixlib mixing``, ``maps`` and ``stream-mixing`` and the library
+(:func:`mixlib.stream.stream_mixing`) all read their texts here, so one file
+gives the same texts to every command, or the same one-line error naming the
+file and the line. The rules:
+
+* **Lines** end at ``\\n`` (a ``\\r`` before it is dropped). Nothing else
+  starts a line: U+2028, form feeds and NEL stay inside their text as
+  whitespace, as a tokenizer reads them.
+* The file is **UTF-8**; a byte-order mark at its start is ignored. A byte that
+  is not UTF-8 is an error naming its line.
+* **Blank lines** (only whitespace) and lines starting with ``#`` are skipped.
+* **Header**: with ``header=True`` (the default for ``*.tsv`` files) the first
+  remaining line names TAB-separated columns, and the texts come from the
+  ``sentence_a``/``sentence_b`` columns (sentence pairs) or a ``text`` column.
+  The rule follows the file's name or the caller, never the line's content.
+* Without a header, a line is **one text or** ``A<TAB>B`` (a sentence pair),
+  one kind for the whole file.
+* Every text must hold a character a tokenizer keeps: a line of zero-width
+  spaces, control characters or lone combining marks would become a sequence
+  with no ordinary token, and is refused here, before any model is loaded.
+
+Reading is lazy (:func:`iter_texts` yields one text at a time with its line
+number), so a corpus of any size is checked in constant memory.
+"""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["iter_texts", "read_texts", "has_content", "header_default"]
+
+Text = str | tuple[str, str]
+
+_PAIR = "a sentence pair (A<TAB>B)"
+_SINGLE = "a single text"
+
+
+def has_content(text: str) -> bool:
+    """True when ``text`` holds a character a BERT tokenizer keeps.
+
+    A tokenizer drops whitespace, control and format characters (zero-width
+    spaces, BOMs, soft hyphens), U+FFFD and, in uncased models, combining marks
+    once accents are stripped; a text made only of those yields no token.
+    """
+    for ch in text:
+        cat = unicodedata.category(ch)
+        if cat[0] not in "CZ" and cat != "Mn" and ch != "\ufffd" and not ch.isspace():
+            return True
+    return False
+
+
+def header_default(path: str | os.PathLike) -> bool:
+    """The header rule when none is given: True for ``*.tsv`` files, False otherwise."""
+    return Path(path).suffix.lower() == ".tsv"
+
+
+def _lines(p: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line) for every line of ``p``, split at ``\\n`` only."""
+    offset = 0
+    with open(p, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            data = raw[3:] if lineno == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
+            try:
+                line = data.decode("utf-8")
+            except UnicodeDecodeError as err:
+                at = offset + err.start + (len(raw) - len(data))
+                raise ValueError(f"{p}, line {lineno}: not UTF-8 text ({err.reason} at byte {at} of the file); "
+                                 "save the file as UTF-8.") from None
+            offset += len(raw)
+            if line.endswith("\n"):
+                line = line[:-1]
+            if line.endswith("\r"):
+                line = line[:-1]
+            yield lineno, line
+
+
+def _columns(p: Path, lineno: int, line: str) -> tuple[list[str], list[int]]:
+    names = [h.strip().lower() for h in line.split("\t")]
+    if "sentence_a" in names and "sentence_b" in names:
+        return names, [names.index("sentence_a"), names.index("sentence_b")]
+    if "text" in names:
+        return names, [names.index("text")]
+    raise ValueError(f"{p}, line {lineno}: the header names no 'sentence_a'/'sentence_b' or 'text' column "
+                     f"(found: {', '.join(names)}); fix the header, or read the file without one (--no-header).")
+
+
+def iter_texts(path: str | os.PathLike, *, header: bool | None = None) -> Iterator[tuple[int, Text]]:
+    """``(line number, text)`` for every text of a file, read lazily (see the module docstring for the rules).
+
+    Parameters
+    ----------
+    path : str or Path
+        A UTF-8 text file.
+    header : bool, optional
+        Whether the first (non-blank, non-comment) line names columns.
+        Default: :func:`header_default` (True for ``*.tsv``).
+
+    Yields
+    ------
+    (int, str or (str, str))
+        The 1-based line number and a single text or a sentence pair.
+
+    Raises
+    ------
+    ValueError
+        No such file, not UTF-8, a malformed line, singles and pairs mixed, a
+        text with nothing to tokenize: one line naming the file and the line.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"{p}: no such file (give a UTF-8 text file, one text or 'A<TAB>B' pair per line).")
+    if header is None:
+        header = header_default(p)
+    names: list[str] | None = None
+    columns: list[int] = []
+    first: tuple[int, bool] | None = None  # line number and kind (pair?) of the first text
+    for lineno, line in _lines(p):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if header and names is None:
+            names, columns = _columns(p, lineno, line)
+            continue
+        parts = [s.strip() for s in line.split("\t")]
+        if names is not None:
+            if len(parts) != len(names) or not all(parts[c] for c in columns):
+                raise ValueError(f"{p}, line {lineno}: expected {len(names)} TAB-separated fields "
+                                 f"({', '.join(names)}) with non-empty text.")
+            parts = [parts[c] for c in columns]
+        elif len(parts) > 2 or (len(parts) == 2 and not all(parts)):
+            hint = " (if it is a header, pass --header)" if first is None else ""
+            raise ValueError(f"{p}, line {lineno}: expected one text, or two non-empty texts separated by one TAB{hint}.")
+        for part in parts:
+            if not has_content(part):
+                raise ValueError(f"{p}, line {lineno}: {part!r:.60} has nothing to tokenize (only spaces, zero-width "
+                                 "or control characters); remove the line or give it text.")
+        pair = len(parts) == 2
+        if first is None:
+            first = (lineno, pair)
+        elif pair != first[1]:
+            what = (_SINGLE, _PAIR)
+            raise ValueError(f"{p}, line {lineno}: {what[pair]}, but line {first[0]} is {what[first[1]]}: a file holds "
+                             "either single texts or 'A<TAB>B' pairs, not both; put them in two files.")
+        yield lineno, ((parts[0], parts[1]) if pair else parts[0])
+    if first is None:
+        raise ValueError(f"{p} holds no texts" + (" after its header" if names is not None else "")
+                         + " (blank lines and '#' comments are skipped).")
+
+
+def read_texts(path: str | os.PathLike, *, header: bool | None = None) -> list[Text]:
+    """Every text of a file as a list (:func:`iter_texts` without the line numbers)."""
+    return [text for _, text in iter_texts(path, header=header)]
