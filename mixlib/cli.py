@@ -330,7 +330,7 @@ def check_stream_out(value: str) -> Path:
     out = Path(os.path.normpath(Path(value).expanduser()))
     if out.exists() and not out.is_dir():
         _bad(f"--out {out} is a file, not a folder; give a new or empty folder, or an earlier stream-mixing folder.")
-    if out.is_dir() and any(out.iterdir()) and not (out / STREAM_META).exists():
+    if out.is_dir() and any(not f.name.startswith(".writer-shard-") for f in out.iterdir()) and not (out / STREAM_META).exists():
         _bad(f"--out {out} holds files but no {STREAM_META}, so it is not a stream-mixing folder; "
              "give a new or empty folder (or the folder of an earlier stream-mixing run to resume it).")
     _check_can_create(out)
@@ -338,7 +338,7 @@ def check_stream_out(value: str) -> Path:
 
 
 def _check_stream_args(args: argparse.Namespace) -> None:
-    from .stream import parse_shard
+    from .stream import _short, file_digest, parse_shard, writer_lock
     from .texts import header_default, iter_texts
 
     args.out = check_stream_out(args.out)
@@ -351,17 +351,20 @@ def _check_stream_args(args: argparse.Namespace) -> None:
         args.header = header_default(texts)
     args.n_texts = sum(1 for _ in iter_texts(texts, header=args.header))  # every line read once: a bad line fails now
     meta = args.out / STREAM_META
-    if meta.exists():  # a resume or another shard: the options must be those recorded
+    if meta.exists():  # a resume or another shard: the options and the text file must be those recorded
         try:
             old = json.loads(meta.read_text(encoding="utf-8"))
         except ValueError:
             _bad(f"{meta} is not valid JSON; remove it (and the chunk files) to start over, or give another --out.")
-        given = {"texts": texts.name, "chunk_size": args.chunk_size, "rate": args.rate, "seed": args.seed,
-                 "count": args.mask_count, "max_length": args.max_length, "header": bool(args.header)}
-        diff = {k: f"{old.get(k)!r} recorded, {v!r} given" for k, v in given.items() if old.get(k) != v}
+        given = {"texts": texts.name, "n_texts": args.n_texts, "texts_sha256": file_digest(texts), "chunk_size": args.chunk_size,
+                 "rate": args.rate, "seed": args.seed, "count": args.mask_count, "max_length": args.max_length,
+                 "header": bool(args.header)}
+        diff = {k: f"{_short(old.get(k))} recorded, {_short(v)} given" for k, v in given.items() if old.get(k) != v}
         if diff:
-            _bad(f"--out {args.out} holds chunks of a run with other options ({'; '.join(f'{k}: {d}' for k, d in diff.items())}); "
-                 "give the same options to resume, or another --out.")
+            _bad(f"--out {args.out} holds chunks of a run with other options or texts "
+                 f"({'; '.join(f'{k}: {d}' for k, d in diff.items())}); give the same ones to resume, or another --out.")
+        with writer_lock(args.out, parse_shard(args.shard)):  # a live writer of this shard: refused now, not after loading
+            pass
 
 
 def _check_merge_args(args: argparse.Namespace) -> None:
@@ -708,14 +711,21 @@ def cmd_merge(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     from . import plots
     from .stream import merge_mixing
 
-    res = merge_mixing(Path(args.chunks).expanduser())
+    res = merge_mixing(Path(args.chunks).expanduser(), allow_partial=args.allow_partial)
     out.csv("mixing_ratio_by_layer.csv", res["table"], index_label="layer")
     out.csv("summary.csv", res["summary"], index_label="variant")
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k not in ("func", "command")}
+    cov = res["coverage"]
+    note = (f"一部のみ（partial）: {cov['texts_merged']} / {cov['texts_in_file']} 文、欠けたチャンク {len(cov['chunks_missing'])} 個"
+            if res["partial"] else "")
     out.json("run.json", {"command": args.command, "options": options, "model": res["model"],
-                          "n_sequences": res["n_sequences"], "chunks": res["chunks"]})
+                          "n_sequences": res["n_sequences"], "chunks": res["chunks"], "partial": res["partial"],
+                          "coverage": cov, "caption": note or None})
     plots.setup()
-    out.fig("mixing_ratio_by_layer.png", plots.plot_mixing_by_layer(res["table"], res["model"]))
+    out.fig("mixing_ratio_by_layer.png", plots.plot_mixing_by_layer(res["table"], res["model"], note=note))
+    if res["partial"]:
+        print(f"warning: partial merge, {cov['texts_merged']} of {cov['texts_in_file']} texts "
+              f"({len(cov['chunks_missing'])} chunks missing); run.json says so.", file=sys.stderr)
 
 
 COMMANDS = {
@@ -759,6 +769,9 @@ def build_parser() -> argparse.ArgumentParser:
                            help="output folder: new, empty, or an earlier run's output (replaced as a whole); files appear only on success")
         if name == "merge":
             p.add_argument("--chunks", required=True, help="the --out folder of stream-mixing (all shards written into it)")
+            p.add_argument("--allow-partial", action="store_true",
+                           help="merge even when chunk files are missing (run.json and the figure then say 'partial' and "
+                                "how many texts are covered); without it, a missing chunk is an error")
             continue
         p.add_argument("--model", default=None, help="hub id, local directory, or all-MiniLM-L6-v2 (default: $MIXLIB_MODEL, else bert-base-uncased)")
         p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1 ... (default: auto)")

@@ -6,22 +6,28 @@ not. :func:`stream_mixing` reads a text file of any size lazily, in chunks of
 sequence id, position, token, category, layer, the five ratios and the eight
 norms of :class:`mixlib.Mixing`). Memory stays that of one chunk.
 
-* **Resume**: a chunk whose file is already there (and readable) is skipped, so
-  a run that was interrupted continues where it stopped. Files are written to
-  a temporary name and renamed, so a chunk file is whole or absent.
+* **Resume**: a chunk whose file is already there (readable, and stamped by
+  this run) is skipped, so a run that was interrupted continues where it
+  stopped. Files are written to a temporary name and renamed, so a chunk file
+  is whole or absent; only a dead writer's temporary files are removed.
 * **Shards**: ``shard=(i, n)`` processes chunks ``k`` with ``k % n == i``, so n
   machines (a job array under any scheduler) split one corpus with no
-  coordination; they may write into the same folder.
+  coordination; they may write into the same folder. One writer per shard: a
+  second run of the same shard into the same folder is refused (a lock).
 * **Reproducible masking**: sequence ``s`` (its 0-based number in the file) is
   masked with the random stream ``(seed, s)`` (:func:`mixlib.mask_tokens`
   with ``first_index``), so chunking, sharding and resuming never change which
   tokens are masked.
-* **Merge**: :func:`merge_mixing` reads the chunk files one at a time and
-  computes the paper's tables exactly as :func:`mixlib.mixing_table` and
-  :func:`mixlib.mixing_summary` do on one in-memory run.
-
-The options of a run are recorded in ``stream.json`` in the output folder; a
-later run (resume or another shard) with different options is refused.
+* **A run's identity**: ``stream.json`` records the model, a SHA-256 of its
+  weights, the options and a SHA-256 of the text file; a later run (resume or
+  another shard) that differs in any of them is refused. Every chunk file
+  carries the fingerprint of that record and its sequence-id range.
+* **Merge**: :func:`merge_mixing` first proves the chunk files are one whole
+  run (:func:`check_chunks`: every chunk there, none from another run, none
+  renamed or copied), then reads them one at a time and computes the paper's
+  tables exactly as :func:`mixlib.mixing_table` and :func:`mixlib.mixing_summary`
+  do on one in-memory run. Missing chunks are an error unless
+  ``allow_partial=True``, and then the result says how much it covers.
 """
 
 from __future__ import annotations
@@ -29,8 +35,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,9 +47,10 @@ import numpy as np
 
 from .texts import header_default, iter_texts
 
-__all__ = ["stream_mixing", "merge_mixing", "StreamResult", "parse_shard"]
+__all__ = ["stream_mixing", "merge_mixing", "check_chunks", "StreamResult", "parse_shard"]
 
 #: Per-token fields written for each layer (ratios first, then norms).
+STAMP_KEY = "mixlib"  # key of a chunk file's Parquet metadata: {"run", "chunk", "first_seq", "n_seq"}
 FIELDS = ("ratio", "attnres_n", "attn_n", "attnres_w", "attn_w", "norm_mix", "norm_keep_attn", "norm_res", "norm_keep",
           "norm_mix_ln", "norm_keep_attn_ln", "norm_res_ln", "norm_keep_ln")
 META = "stream.json"
@@ -95,13 +104,80 @@ def _chunk_file(out: Path, k: int) -> Path:
     return out / f"chunk-{k:07d}.parquet"
 
 
-def _readable(path: Path) -> bool:
+def _tmp_owner(host: str | None = None, pid: int | None = None) -> str:
+    """``<host>~<pid>``: temporary chunk files carry their writer, so that only a dead writer's are removed."""
+    host = (host or socket.gethostname()).replace(".", "_").replace("~", "_")
+    return f"{host}~{os.getpid() if pid is None else pid}"
+
+
+def _remove_dead_writers_files(out: Path) -> None:
+    """Remove temporary chunk files of writers on this machine whose process is gone (never a live writer's)."""
+    here = _tmp_owner(pid=0).split("~")[0]
+    for tmp in out.glob(".chunk-*.tmp"):
+        owner = tmp.name.split(".")[3] if tmp.name.count(".") >= 5 else ""
+        host, _, pid = owner.partition("~")
+        if host == here and pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _stamp_of(path: Path) -> dict[str, Any] | None:
+    """The ``mixlib`` stamp of a chunk file; None when the file is unreadable or carries none."""
     pq = _need_pyarrow()
     try:
-        pq.read_metadata(path)
-    except Exception:  # noqa: BLE001 - any unreadable file is rewritten
-        return False
-    return True
+        raw = (pq.read_schema(path).metadata or {}).get(STAMP_KEY.encode())
+        stamp = json.loads(raw) if raw is not None else None
+    except Exception:  # noqa: BLE001 - any unreadable file counts as absent
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
+def _expected_stamp(meta: dict[str, Any], k: int) -> dict[str, Any]:
+    """What chunk ``k`` of the run described by ``meta`` carries: the run's fingerprint and its sequence ids."""
+    first = k * meta["chunk_size"]
+    return {"run": run_fingerprint(meta), "chunk": k, "first_seq": first,
+            "n_seq": min(meta["chunk_size"], meta["n_texts"] - first)}
+
+
+def run_fingerprint(meta: dict[str, Any]) -> str:
+    """SHA-256 of a run's ``stream.json`` (model, weights, options, text file): every chunk of the run carries it."""
+    from .cache import key_digest
+
+    return key_digest(meta)
+
+
+def weights_digest(model: Any) -> str:
+    """SHA-256 of a model's parameters and buffers (names, dtypes, shapes, values)."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for name, t in sorted([*model.named_parameters(), *model.named_buffers()], key=lambda x: x[0]):
+        a = t.detach().cpu().contiguous().reshape(-1)
+        h.update(f"{name}|{a.dtype}|{tuple(t.shape)}|".encode())
+        h.update(a.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes, read in blocks."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _rows(m: Any, first: int) -> dict[str, np.ndarray]:
@@ -123,12 +199,14 @@ def _rows(m: Any, first: int) -> dict[str, np.ndarray]:
     return cols
 
 
-def _write_parquet(path: Path, cols: dict[str, np.ndarray]) -> None:
+def _write_parquet(path: Path, cols: dict[str, np.ndarray], stamp: dict[str, Any]) -> None:
+    """Write one chunk file (whole or not at all) with ``stamp`` in its metadata (key ``mixlib``)."""
     import pyarrow as pa
 
     pq = _need_pyarrow()
     table = pa.table({k: pa.array(v.tolist() if v.dtype == object else v) for k, v in cols.items()})
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    table = table.replace_schema_metadata({STAMP_KEY: json.dumps(stamp, sort_keys=True)})
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_tmp_owner()}.", suffix=".tmp")
     os.close(fd)
     try:
         pq.write_table(table, tmp)
@@ -145,14 +223,23 @@ def _check_meta(out: Path, meta: dict) -> None:
             old = json.loads(p.read_text(encoding="utf-8"))
         except ValueError:
             raise ValueError(f"{p} is not valid JSON; remove it (and the chunk files) to start over.") from None
-        diff = {k: (old.get(k), v) for k, v in meta.items() if old.get(k) != v}
+        diff = [k for k, v in meta.items() if old.get(k) != v]
         if diff:
-            raise ValueError(f"{out} holds a run with other options {diff} (recorded, given); use another --out folder.")
+            what = "; ".join(f"{k}: {_short(old.get(k))} recorded, {_short(meta[k])} given" for k in diff)
+            raise ValueError(f"{out} holds a run with other options, model or texts ({what}); give the same ones to "
+                             "resume, or another --out folder.")
         return
     fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{META}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(meta, fh, ensure_ascii=False, indent=1)
     os.replace(tmp, p)
+
+
+def _short(value: Any) -> str:
+    """A recorded value for a message: hashes cut to 12 characters."""
+    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+        return value[:12] + "…"
+    return repr(value)
 
 
 @dataclass(frozen=True)
@@ -217,45 +304,153 @@ def stream_mixing(
     i, n = parse_shard(shard) if isinstance(shard, str) else parse_shard(f"{shard[0]}/{shard[1]}")
     if header is None:
         header = header_default(texts)
+    n_texts = sum(1 for _ in iter_texts(texts, header=header))  # every line checked before any chunk is computed
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"model": enc.name, "texts": Path(texts).name, "chunk_size": int(chunk_size), "rate": float(rate), "seed": int(seed),
-            "count": count, "max_length": int(max_length), "header": bool(header), "fields": list(FIELDS)}
-    _check_meta(out, meta)
-    for stale in out.glob(".chunk-*.tmp"):  # a killed writer's leftovers
-        stale.unlink(missing_ok=True)
+    meta = {"model": enc.name, "weights_sha256": weights_digest(enc.model), "texts": Path(texts).name,
+            "texts_sha256": file_digest(texts), "n_texts": n_texts, "chunk_size": int(chunk_size), "rate": float(rate),
+            "seed": int(seed), "count": count, "max_length": int(max_length), "header": bool(header), "fields": list(FIELDS)}
     from tqdm.auto import tqdm
     import sys
 
-    bar = tqdm(desc=f"mixing ({enc.name}, shard {i}/{n})", unit="chunk",
-               disable=not (progress if progress is not None else sys.stderr.isatty()))
-    written, skipped, n_seq = [], [], 0
-    try:
-        for k, first, chunk, lines in _chunks(texts, int(chunk_size), header):
-            if k % n != i:
-                continue
-            path = _chunk_file(out, k)
-            if path.exists() and _readable(path):
-                skipped.append(k)
+    with writer_lock(out, (i, n)):
+        _check_meta(out, meta)
+        _remove_dead_writers_files(out)
+        bar = tqdm(desc=f"mixing ({enc.name}, shard {i}/{n})", unit="chunk",
+                   disable=not (progress if progress is not None else sys.stderr.isatty()))
+        written, skipped, n_seq = [], [], 0
+        try:
+            for k, first, chunk, lines in _chunks(texts, int(chunk_size), header):
+                if k % n != i:
+                    continue
+                path = _chunk_file(out, k)
+                stamp = _expected_stamp(meta, k)
+                if path.exists() and _stamp_of(path) == stamp:
+                    skipped.append(k)
+                    bar.update(1)
+                    continue
+                try:
+                    batch = mask_tokens(enc, chunk, rate=rate, seed=seed, max_length=max_length, count=count, first_index=first)
+                except ValueError as err:
+                    raise _at_line(err, texts, lines) from None
+                batch.pop("masked", None)
+                m = decompose(enc, batch, batch_size=batch_size, vectors=False, progress=False)
+                _write_parquet(path, _rows(m, first), stamp)
+                written.append(k)
+                n_seq += len(chunk)
                 bar.update(1)
-                continue
-            try:
-                batch = mask_tokens(enc, chunk, rate=rate, seed=seed, max_length=max_length, count=count, first_index=first)
-            except ValueError as err:
-                raise _at_line(err, texts, lines) from None
-            batch.pop("masked", None)
-            m = decompose(enc, batch, batch_size=batch_size, vectors=False, progress=False)
-            _write_parquet(path, _rows(m, first))
-            written.append(k)
-            n_seq += len(chunk)
-            bar.update(1)
-    finally:
-        bar.close()
+        finally:
+            bar.close()
     return StreamResult(out=out, written=tuple(written), skipped=tuple(skipped), n_sequences=n_seq)
 
 
-def merge_mixing(out: str | os.PathLike, *, percent: bool = True) -> dict[str, Any]:
+def _lock_path(out: Path, shard: tuple[int, int]) -> Path:
+    return out / f".writer-shard-{shard[0]}-of-{shard[1]}.lock"
+
+
+@contextmanager
+def writer_lock(out: Path, shard: tuple[int, int]) -> Iterator[None]:
+    """Hold the lock of one shard of ``out`` (a second writer of that shard is refused; other shards run side by side)."""
+    from filelock import FileLock, Timeout
+
+    lock = FileLock(_lock_path(out, shard), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise ValueError(f"another stream-mixing is writing shard {shard[0]}/{shard[1]} into {out} now; wait for it to "
+                         "finish (or stop it), or give another --out.") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _ranges(ids: list[int]) -> str:
+    """[3, 4, 5, 9] -> '3-5, 9'."""
+    parts, start = [], None
+    for a, b in zip(ids, ids[1:] + [None]):
+        start = a if start is None else start
+        if b != a + 1:
+            parts.append(f"{start}" if start == a else f"{start}-{a}")
+            start = None
+    return ", ".join(parts)
+
+
+def check_chunks(out: str | os.PathLike, *, allow_partial: bool = False) -> dict[str, Any]:
+    """Prove that the chunk files of ``out`` are one whole run: every chunk there, none foreign, none twice.
+
+    Each chunk file carries its run's fingerprint (:func:`run_fingerprint` of
+    ``stream.json``: model, weights, options, text file) and its sequence-id
+    range; they are compared with ``stream.json``.
+
+    Returns
+    -------
+    dict
+        ``meta`` (``stream.json``), ``files`` (chunk index -> path, sorted),
+        ``missing`` (chunk indices), ``n_sequences`` (in the files found),
+        ``partial`` (bool).
+
+    Raises
+    ------
+    ValueError
+        A file from another run, a renamed or unreadable file, or (unless
+        ``allow_partial``) missing chunks: one line naming them.
+    """
+    out = Path(out)
+    meta_path = out / META
+    if not meta_path.exists():
+        raise ValueError(f"{out} has no {META}: it is not the output folder of `python -m mixlib stream-mixing`.")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except ValueError:
+        raise ValueError(f"{meta_path} is not valid JSON; the folder cannot be merged (run stream-mixing into a new one).") from None
+    if not isinstance(meta, dict) or not {"n_texts", "chunk_size", "weights_sha256", "texts_sha256"} <= meta.keys():
+        raise ValueError(f"{meta_path} has no fingerprint (written by an older mixlib), so completeness cannot be "
+                         "checked; run stream-mixing again into a new folder.")
+    n_chunks = -(-meta["n_texts"] // meta["chunk_size"])
+    files = {}
+    for f in sorted(out.glob("chunk-*.parquet")):
+        name_k = f.stem.split("-", 1)[1]
+        stamp = _stamp_of(f)
+        if not name_k.isdigit() or stamp is None:
+            why = "is unreadable (cut short?) or carries no mixlib stamp"
+            raise ValueError(f"{f.name} {why}; run the same stream-mixing command again to rewrite it, or remove it.")
+        k = int(name_k)
+        if stamp.get("run") != run_fingerprint(meta):
+            raise ValueError(f"{f.name} comes from another run (another model, weights, options or text file than "
+                             f"{META} records); remove it, or run stream-mixing again to rewrite it.")
+        if k >= n_chunks or stamp != _expected_stamp(meta, k):
+            raise ValueError(f"{f.name} holds chunk {stamp.get('chunk')} (sequences {stamp.get('first_seq')}.."
+                             f"{stamp.get('first_seq', 0) + stamp.get('n_seq', 0) - 1}): a renamed or copied file, whose "
+                             "sequences would be counted twice or in the wrong place; remove it.")
+        files[k] = f
+    missing = [k for k in range(n_chunks) if k not in files]
+    n_seq = sum(_expected_stamp(meta, k)["n_seq"] for k in files)
+    if missing and not allow_partial:
+        gone = sum(_expected_stamp(meta, k)["n_seq"] for k in missing)
+        raise ValueError(f"{len(missing)} of {n_chunks} chunk files are missing (chunks {_ranges(missing)}: {gone} of "
+                         f"{meta['n_texts']} texts); run the same stream-mixing command again to write them (it resumes), "
+                         "or merge what is there with --allow-partial.")
+    if not files:
+        raise ValueError(f"{out} holds no chunk-*.parquet files yet; run the streaming command first.")
+    return {"meta": meta, "files": dict(sorted(files.items())), "missing": missing, "n_sequences": n_seq,
+            "partial": bool(missing)}
+
+
+def merge_mixing(out: str | os.PathLike, *, percent: bool = True, allow_partial: bool = False) -> dict[str, Any]:
     """The paper's tables from the chunk files of :func:`stream_mixing`, one file in memory at a time.
+
+    The files are first proved to be one whole run (:func:`check_chunks`).
+
+    Parameters
+    ----------
+    out : path
+        The folder of :func:`stream_mixing`.
+    percent : bool, default True
+        Tables in percent.
+    allow_partial : bool, default False
+        Merge even when chunk files are missing; the result then says so
+        (``partial``, ``coverage``).
 
     Returns
     -------
@@ -264,12 +459,14 @@ def merge_mixing(out: str | os.PathLike, *, percent: bool = True) -> dict[str, A
         AttnResLn-N averaged over sequences (as :func:`mixlib.mixing_table`);
         ``summary``: mean/max/min of the five ratios over all tokens and
         layers (as :func:`mixlib.mixing_summary`); ``model``; ``n_sequences``;
-        ``chunks`` (the chunk indices found).
+        ``chunks`` (the chunk indices found); ``partial`` and ``coverage``
+        (texts merged, texts in the file, chunks missing).
 
     Raises
     ------
     ValueError
-        No chunk files, or ``stream.json`` missing.
+        ``stream.json`` missing, no chunk files, a foreign, renamed or
+        unreadable chunk file, or missing chunks without ``allow_partial``.
     """
     import pandas as pd
 
@@ -277,14 +474,8 @@ def merge_mixing(out: str | os.PathLike, *, percent: bool = True) -> dict[str, A
     from .plots import CATEGORY_ORDER
 
     pq = _need_pyarrow()
-    out = Path(out)
-    meta_path = out / META
-    if not meta_path.exists():
-        raise ValueError(f"{out} has no {META}: it is not the output folder of `python -m mixlib stream-mixing`.")
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    files = sorted(out.glob("chunk-*.parquet"))
-    if not files:
-        raise ValueError(f"{out} holds no chunk-*.parquet files yet; run the streaming command first.")
+    found = check_chunks(out, allow_partial=allow_partial)
+    meta = found["meta"]
     per_seq = []  # (layer, seq, category) sums and counts of the ratio
     sums = {name: 0.0 for name in SUMMARY_ROWS}
     maxs = {name: -np.inf for name in SUMMARY_ROWS}
@@ -292,10 +483,15 @@ def merge_mixing(out: str | os.PathLike, *, percent: bool = True) -> dict[str, A
     n_rows = 0
     seqs: set[int] = set()
     chunks = []
-    for f in files:
+    for k, f in found["files"].items():
         df = pq.read_table(f, columns=["seq", "category", "layer", *SUMMARY_ROWS]).to_pandas()
-        chunks.append(int(f.stem.split("-")[1]))
-        seqs.update(df["seq"].unique().tolist())
+        chunks.append(k)
+        first, n_seq = k * meta["chunk_size"], _expected_stamp(meta, k)["n_seq"]
+        ids = df["seq"].unique()
+        if len(ids) != n_seq or ids.min() != first or ids.max() != first + n_seq - 1:
+            raise ValueError(f"{f.name} holds sequences other than its stamp says ({first}..{first + n_seq - 1}); "
+                             "the file was changed after it was written; remove it and run stream-mixing again.")
+        seqs.update(ids.tolist())
         n_rows += len(df)
         for name in SUMMARY_ROWS:
             v = df[name].to_numpy(dtype=np.float64)
@@ -315,4 +511,6 @@ def merge_mixing(out: str | os.PathLike, *, percent: bool = True) -> dict[str, A
     summary = pd.DataFrame({RATIO_METRICS[k]: {"mean": sums[k] / n_rows, "max": maxs[k], "min": mins[k]} for k in SUMMARY_ROWS}).T
     summary = summary[["mean", "max", "min"]] * scale
     summary.index.name = "variant"
-    return {"table": table, "summary": summary, "model": meta["model"], "n_sequences": len(seqs), "chunks": chunks}
+    coverage = {"texts_merged": len(seqs), "texts_in_file": meta["n_texts"], "chunks_missing": found["missing"]}
+    return {"table": table, "summary": summary, "model": meta["model"], "n_sequences": len(seqs), "chunks": chunks,
+            "partial": found["partial"], "coverage": coverage}

@@ -464,6 +464,28 @@ def test_stream_mixing_in_two_shards_then_merge_equals_mixing(tmp_path, capsys, 
         a = pd.read_csv(merged / f, index_col=0)
         b = pd.read_csv(whole / f, index_col=0)
         pd.testing.assert_frame_equal(a, b, check_names=False, atol=1e-4, check_dtype=False)
+    assert json.loads((merged / "run.json").read_text(encoding="utf-8"))["partial"] is False
+
+    # issue 20: a chunk file lost -> merge refuses in one line (exit 2) unless --allow-partial, which says so
+    (chunks / "chunk-0000001.parquet").unlink()
+    capsys.readouterr()
+    assert cli.main(["merge", "--chunks", str(chunks), "--out", str(tmp_path / "m2")]) == 2
+    err = capsys.readouterr().err
+    assert "1 of 3 chunk files are missing (chunks 1: 2 of 5 texts)" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "m2").exists()
+    assert cli.main(["merge", "--chunks", str(chunks), "--out", str(tmp_path / "m2"), "--allow-partial"]) == 0
+    assert "warning: partial merge, 3 of 5 texts" in capsys.readouterr().err
+    run = json.loads((tmp_path / "m2" / "run.json").read_text(encoding="utf-8"))
+    assert run["partial"] is True and run["coverage"] == {"texts_merged": 3, "texts_in_file": 5, "chunks_missing": [1]}
+    assert "3 / 5" in run["caption"]
+
+    # one writer per shard: a second run of a shard being written is refused before the model loads
+    from mixlib.stream import writer_lock
+
+    with writer_lock(chunks, (1, 2)):
+        assert cli.main(["stream-mixing", *MODEL, *opts, "--shard", "1/2"]) == 2
+        got = capsys.readouterr()
+        assert "another stream-mixing is writing shard 1/2" in got.err and "model:" not in got.out, got
 
 
 def test_stream_mixing_options_are_checked_before_a_model_is_loaded(tmp_path, capsys, no_model):

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
+from pathlib import Path
 
 import mixlib
-from mixlib.stream import _at_line, merge_mixing, parse_shard, stream_mixing
+from mixlib.stream import _at_line, _tmp_owner, check_chunks, merge_mixing, parse_shard, stream_mixing, writer_lock
 from mixlib.texts import read_texts
 from mixlib.widgets import load_sentence_pairs
 
@@ -47,13 +53,19 @@ def test_rows_and_resume(tiny_enc, corpus, tmp_path):
     df = pq.read_table(out / "chunk-0000001.parquet").to_pandas()
     assert set(df["seq"]) == {4, 5, 6, 7} and set(df["layer"]) == set(range(tiny_enc.n_layers))
     assert df["ratio"].between(0, 1).all() and df["token"].iloc[0] == "[CLS]"
-    # an interrupted run: one chunk missing, one truncated, a killed writer's temporary file
+    # an interrupted run: one chunk missing, one truncated, a killed writer's temporary file; a live writer's
+    # temporary file (another shard, this machine) and one from another machine are left alone (issue 20)
     (out / "chunk-0000000.parquet").unlink()
     (out / "chunk-0000002.parquet").write_bytes(b"PAR1 truncated")
-    (out / ".chunk-0000002.parquet.abc.tmp").write_bytes(b"partial")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    killed = out / f".chunk-0000002.parquet.{_tmp_owner(pid=int(dead.stdout))}.abc.tmp"
+    live = out / f".chunk-0000003.parquet.{_tmp_owner(pid=os.getppid())}.def.tmp"
+    elsewhere = out / f".chunk-0000004.parquet.{_tmp_owner(host='other-machine', pid=int(dead.stdout))}.ghi.tmp"
+    for f in (killed, live, elsewhere):
+        f.write_bytes(b"partial")
     again = stream_mixing(tiny_enc, path, out, chunk_size=4)
     assert again.written == (0, 2) and again.skipped == (1,)
-    assert not list(out.glob(".*.tmp"))
+    assert sorted(out.glob(".*.tmp")) == sorted([live, elsewhere])
     with pytest.raises(ValueError, match="other options"):
         stream_mixing(tiny_enc, path, out, chunk_size=4, seed=1)
 
@@ -85,3 +97,93 @@ def test_a_bad_line_is_named_by_its_line_in_the_file(tiny_enc, tmp_path):
     assert str(err) == f"{path}, line 17: has no ordinary token to mask."
     other = ValueError("something else")
     assert _at_line(other, path, [1]) is other
+
+
+@pytest.fixture(scope="module")
+def run8(tiny_enc, corpus, tmp_path_factory):
+    """A whole run of the 9-text corpus into 5 chunks (2 shards), kept read-only: tests copy it."""
+    path, _ = corpus
+    out = tmp_path_factory.mktemp("run8") / "run"
+    stream_mixing(tiny_enc, path, out, chunk_size=2, shard="0/2", seed=1)
+    stream_mixing(tiny_enc, path, out, chunk_size=2, shard="1/2", seed=1)
+    return out
+
+
+def _copy(run, tmp_path, name="run"):
+    import shutil
+
+    return Path(shutil.copytree(run, tmp_path / name))
+
+
+def test_merge_refuses_a_partial_run_unless_asked(run8, tmp_path):
+    """Issue 20: with two chunk files deleted, merge reported three quarters of the data as the whole run."""
+    whole = merge_mixing(run8)
+    assert not whole["partial"] and whole["coverage"] == {"texts_merged": 9, "texts_in_file": 9, "chunks_missing": []}
+    out = _copy(run8, tmp_path)
+    (out / "chunk-0000001.parquet").unlink()
+    (out / "chunk-0000002.parquet").unlink()
+    with pytest.raises(ValueError, match=r"2 of 5 chunk files are missing \(chunks 1-2: 4 of 9 texts\).*--allow-partial"):
+        merge_mixing(out)
+    part = merge_mixing(out, allow_partial=True)
+    assert part["partial"] and part["n_sequences"] == 5
+    assert part["coverage"] == {"texts_merged": 5, "texts_in_file": 9, "chunks_missing": [1, 2]}
+
+
+def test_merge_refuses_foreign_renamed_and_duplicated_chunks(tiny_enc, corpus, run8, tmp_path):
+    path, _ = corpus
+    other = tmp_path / "other"  # the same texts with another --rate: its chunks are foreign to run8
+    stream_mixing(tiny_enc, path, other, chunk_size=2, rate=0.3, seed=1, shard="0/5")
+    out = _copy(run8, tmp_path)
+    (out / "chunk-0000000.parquet").write_bytes((other / "chunk-0000000.parquet").read_bytes())
+    with pytest.raises(ValueError, match=r"chunk-0000000.parquet comes from another run"):
+        merge_mixing(out)
+    out = _copy(run8, tmp_path, "dup")  # chunk 1 copied over chunk 3: its sequences would be counted twice
+    (out / "chunk-0000003.parquet").write_bytes((out / "chunk-0000001.parquet").read_bytes())
+    with pytest.raises(ValueError, match=r"chunk-0000003.parquet holds chunk 1 \(sequences 2..3\).*counted twice"):
+        merge_mixing(out)
+    out = _copy(run8, tmp_path, "extra")  # a chunk past the end of the file
+    (out / "chunk-0000009.parquet").write_bytes((out / "chunk-0000001.parquet").read_bytes())
+    with pytest.raises(ValueError, match=r"chunk-0000009.parquet holds chunk 1"):
+        merge_mixing(out)
+    out = _copy(run8, tmp_path, "cut")
+    (out / "chunk-0000004.parquet").write_bytes(b"PAR1 cut short")
+    with pytest.raises(ValueError, match=r"chunk-0000004.parquet is unreadable"):
+        check_chunks(out)
+
+
+def test_a_run_is_tied_to_its_model_weights_and_text_file(tiny_enc, corpus, run8, tmp_path):
+    """Another model's weights (an ablated head) or an edited text file cannot resume into, or be merged with, a run."""
+    import copy
+
+    import torch
+
+    path, _ = corpus
+    out = _copy(run8, tmp_path)
+    (out / "chunk-0000004.parquet").unlink()
+    ablated = copy.copy(tiny_enc)
+    object.__setattr__(ablated, "model", copy.deepcopy(tiny_enc.model))
+    with torch.no_grad():
+        next(ablated.model.parameters()).mul_(0.5)
+    with pytest.raises(ValueError, match=r"weights_sha256: .* recorded, .* given"):
+        stream_mixing(ablated, path, out, chunk_size=2, seed=1)
+    edited = tmp_path / path.name
+    edited.write_text(path.read_text(encoding="utf-8").replace("Two sentences.", "Two other sentences."), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"texts_sha256: "):
+        stream_mixing(tiny_enc, edited, out, chunk_size=2, seed=1)
+    assert not (out / "chunk-0000004.parquet").exists()
+    res = stream_mixing(tiny_enc, path, out, chunk_size=2, seed=1)  # the run itself resumes
+    assert res.written == (4,) and res.skipped == (0, 1, 2, 3)
+    meta = json.loads((out / "stream.json").read_text(encoding="utf-8"))
+    assert meta["n_texts"] == 9 and len(meta["weights_sha256"]) == 64
+
+
+def test_one_writer_per_shard(tiny_enc, corpus, tmp_path):
+    """Issue 20: a second run into a folder being written deleted the first's temporary file."""
+    path, _ = corpus
+    out = tmp_path / "run"
+    out.mkdir()
+    with writer_lock(out, (0, 2)):
+        with pytest.raises(ValueError, match=r"another stream-mixing is writing shard 0/2 into"):
+            stream_mixing(tiny_enc, path, out, chunk_size=2, shard="0/2")
+        res = stream_mixing(tiny_enc, path, out, chunk_size=2, shard="1/2")  # another shard runs side by side
+        assert res.written == (1, 3)
