@@ -37,6 +37,7 @@ import functools
 import json
 import numbers
 import os
+import re
 import socket
 import threading
 from collections.abc import Iterable
@@ -457,6 +458,48 @@ def _from_pretrained(path_or_name: str, *, local_only: bool) -> tuple[Any, Any, 
     return model, tokenizer, family
 
 
+def _first_mismatch(path: Path) -> str:
+    """``", e.g. <name>: <shape> in the weights, <shape> by config.json"`` for a folder whose config.json does not
+    describe its safetensors weights (read from the file's header and an empty model on the meta device); "" if unknown."""
+    try:
+        from safetensors import safe_open
+        from transformers import AutoConfig, AutoModel
+
+        config = AutoConfig.from_pretrained(str(path), local_files_only=True)
+        with torch.device("meta"):
+            expected = {k: tuple(v.shape) for k, v in AutoModel.from_config(config).state_dict().items()}
+        with safe_open(str(path / "model.safetensors"), framework="pt") as f:
+            stored = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception:  # noqa: BLE001 - only a detail of a message
+        return ""
+    for key, shape in stored.items():
+        for name, want in expected.items():
+            if (key == name or key.endswith("." + name)) and shape != want:
+                return f", e.g. {name}: {list(shape)} in the weights, {list(want)} by config.json"
+    return ""
+
+
+def _weights_error(where: str, path: Path | None, err: Exception) -> OSError:
+    """One line for weights that transformers cannot load: a corrupt or cut-short file, or a config.json that
+    does not match them. Never suggests unsafe loading (``weights_only=False``)."""
+    reason = " ".join(str(err).split())
+    if "mismatch" in reason.lower():
+        detail = _first_mismatch(path) if path is not None else ""
+        return OSError(f"{where}: config.json does not match the weights{detail}; save the model and its config together "
+                       "(model.save_pretrained(folder)), or fix config.json.")
+    short = reason.split(". ")[0][:160]
+    return OSError(f"{where}: the weights cannot be read ({type(err).__name__}: {short}); the file is corrupt or cut "
+                   "short: save or download the model again.")
+
+
+def _is_weights_error(err: Exception) -> bool:
+    """Errors transformers / safetensors / torch.load raise for weights that are there but unusable."""
+    import pickle
+
+    return (isinstance(err, (RuntimeError, pickle.UnpicklingError, EOFError))
+            or err.__class__.__name__ in {"SafetensorError", "HeaderTooLarge", "HeaderTooSmall"})
+
+
 def _finish(model: Any, tokenizer: Any, family: Family, *, name: str, source: str, requested: str, device: torch.device) -> Encoder:
     model.eval()
     model.float()
@@ -796,7 +839,22 @@ def _load(name: str, *, fallback: bool, device: torch.device) -> Encoder:
             model, tok, fam = _from_pretrained(str(path), local_only=True)
         except ValueError as err:
             raise ValueError(f"{err} {_choices()}") from err
+        except Exception as err:  # noqa: BLE001 - corrupt weights, config that does not match them
+            if not _is_weights_error(err):
+                raise
+            raise _weights_error(str(path), path, err) from err
         return _finish(model, tok, fam, name=path.resolve().name, source="local", requested=name, device=device)
+    if path.exists():
+        raise OSError(f"{name!r} is a file, not a model folder: give the folder that model.save_pretrained() wrote "
+                      f"(config.json, the weights and the tokenizer files). {_choices()}")
+    if "://" in name:
+        hub = re.match(r"https?://(?:www\.)?(?:huggingface\.co|hf\.co)/([^/?#]+(?:/[^/?#]+)?)", name)
+        ident = hub.group(1) if hub else None
+        if ident and ident.split("/")[0] in {"models", "spaces", "datasets", "docs", "blog"}:
+            ident = None
+        tip = f"for this page give {ident!r}" if ident else "give the model's hub id (the part after huggingface.co/)"
+        raise ValueError(f"{name!r} is an address; a model is named by its hub id (e.g. bert-base-uncased) or a local "
+                         f"folder, not a URL: {tip}.")
     if name.startswith((".", "/", "~")) or os.sep in name and name.count("/") > 1:
         raise OSError(f"{name!r} looks like a path but no such directory exists. {_choices()}")
 
@@ -807,6 +865,8 @@ def _load(name: str, *, fallback: bool, device: torch.device) -> Encoder:
     except ValueError as err:
         raise ValueError(f"{err} {_choices()}") from err
     except Exception as err:  # noqa: BLE001 - transformers raises several kinds for "not cached"
+        if _is_weights_error(err):
+            raise _weights_error(f"{name!r} in the local Hugging Face cache", None, err) from err
         if not _is_local_miss(err):
             raise
         cache_error = err

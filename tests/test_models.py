@@ -158,6 +158,53 @@ def test_missing_directory_is_a_clear_error(tmp_path):
         load_encoder(tmp_path / "empty", device="cpu")
 
 
+@pytest.fixture
+def saved_copy(tiny_model_dir, tmp_path):
+    return Path(shutil.copytree(tiny_model_dir, tmp_path / "model"))
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("cut", r"model: the weights cannot be read \(SafetensorError: .*\); the file is corrupt or cut short"),
+    ("bin", r"model: the weights cannot be read \(UnpicklingError: Weights only load failed\); the file is corrupt"),
+    ("config", r"model: config.json does not match the weights, e.g. \S+: \[\d+(, \d+)?\] in the weights, "
+               r"\[\d+(, \d+)?\] by config.json"),
+])
+@pytest.mark.parametrize("fallback", [True, False])
+def test_corrupt_or_mismatched_weights_are_one_line(saved_copy, damage, message, fallback):
+    """Issue 20: a corrupt model.safetensors / pytorch_model.bin or a config.json that does not match the
+    weights ended in a traceback from safetensors, torch.load or transformers (with and without fallback)."""
+    weights = saved_copy / "model.safetensors"
+    if damage == "cut":
+        weights.write_bytes(weights.read_bytes()[:1000])
+    elif damage == "bin":
+        weights.unlink()
+        (saved_copy / "pytorch_model.bin").write_bytes(bytes(range(256)) * 20)
+    else:
+        config = json.loads((saved_copy / "config.json").read_text())
+        config["intermediate_size"] *= 2
+        (saved_copy / "config.json").write_text(json.dumps(config))
+    with pytest.raises(OSError, match=message) as info:
+        load_encoder(saved_copy, fallback=fallback, device="cpu")
+    assert "\n" not in str(info.value) and "weights_only=False" not in str(info.value)
+
+
+def test_a_file_or_an_address_given_as_the_model_says_what_it_is(tmp_path, capsys):
+    texts = tmp_path / "t.txt"
+    texts.write_text("The cat.\n", encoding="utf-8")
+    with pytest.raises(OSError, match=r"t.txt' is a file, not a model folder: give the folder that model.save_pretrained"):
+        load_encoder(texts, device="cpu")
+    with pytest.raises(ValueError, match=r"'http://x' is an address; .*not a URL: give the model's hub id"):
+        load_encoder("http://x", device="cpu")
+    with pytest.raises(ValueError, match=r"not a URL: for this page give 'google/electra-small-discriminator'"):
+        load_encoder("https://huggingface.co/google/electra-small-discriminator/tree/main", device="cpu")
+    from mixlib import cli
+
+    for model, message in [(str(texts), "is a file, not a model folder"), ("http://x", "is an address")]:
+        assert cli.main(["mixing", "--model", model, "--texts", str(texts), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+
+
 def test_unsupported_family_names_the_supported_ones(tmp_path):
     from transformers import GPT2Config, GPT2Model
 
