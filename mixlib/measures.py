@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .mixing import _StopForward, _as_batch, _first, _register, _run_hooked
+from .mixing import _StopForward, _as_batch, _first, _register, _run_hooked, check_precision
 
 __all__ = ["ContextMaps", "MEASURES", "context_maps", "measure_agreement", "agreement_null"]
 
@@ -219,6 +219,7 @@ def context_maps(
     from .data import check_atol
 
     atol = check_atol(atol)
+    check_precision(enc, "context_maps")
     layer_idx = enc.check_layers(layers)
     inputs = _as_batch(enc, batch, max_length)
     ids, am = inputs["input_ids"], inputs["attention_mask"]

@@ -331,18 +331,49 @@ class Mixing:
 # ---------------------------------------------------------------------------
 
 
+#: The dtypes the decomposition computes in: its self-checks compare sums to ``atol`` (1e-4 by default),
+#: beyond what float16 and bfloat16 can hold.
+PRECISIONS = (torch.float32, torch.float64)
+
+
+def check_precision(enc: Any, what: str) -> torch.dtype:
+    """The dtype ``enc.model`` computes in, if an analysis can be exact in it; else one ValueError naming it.
+
+    float32 and float64 are analysed (float64 results are returned as float32,
+    like all results); float16 and bfloat16, and a model on the meta device
+    (no values), are refused with what to do.
+    """
+    params = list(enc.model.parameters())
+    if not params:
+        raise ValueError(f"{what}: enc.model has no parameters; give a BERT-family encoder.")
+    if any(p.device.type == "meta" for p in params):
+        raise ValueError(f"{what}: enc.model is on the meta device (shapes without values); load its weights "
+                         "(load_encoder, or from_pretrained without device_map='meta') before analysing it.")
+    dtypes = {p.dtype for p in params}
+    if len(dtypes) > 1:
+        raise ValueError(f"{what}: enc.model mixes dtypes ({', '.join(sorted(str(d) for d in dtypes))}); "
+                         "call enc.model.float() to analyse it in float32.")
+    dtype = dtypes.pop()
+    if dtype not in PRECISIONS:
+        raise ValueError(f"{what}: enc.model computes in {dtype}, which cannot hold the decomposition's self-checks "
+                         "(sums exact to about 1e-4); call enc.model.float() (float32, as load_encoder loads it) or "
+                         "enc.model.double() first.")
+    return dtype
+
+
 class _Workspace:
     """Flat scratch buffers by name, grown on demand and reused (large CPU allocations are slow)."""
 
-    def __init__(self, device: torch.device | str) -> None:
+    def __init__(self, device: torch.device | str, dtype: torch.dtype = torch.float32) -> None:
         self.device = torch.device(device)
+        self.dtype = dtype
         self._bufs: dict[str, torch.Tensor] = {}
 
     def get(self, name: str, shape: tuple[int, ...]) -> torch.Tensor:
         numel = math.prod(shape)
         buf = self._bufs.get(name)
         if buf is None or buf.numel() < numel:
-            buf = torch.empty(numel, device=self.device)
+            buf = torch.empty(numel, device=self.device, dtype=self.dtype)
             self._bufs[name] = buf
         return buf[:numel].view(shape)
 
@@ -354,7 +385,7 @@ class _Workspace:
             gen = torch.Generator().manual_seed(20210)
             dirs = torch.randn(n_heads, d_head, generator=gen)
             dirs /= dirs.norm(dim=1, keepdim=True)  # (H, dh)
-            r = torch.block_diag(*dirs[:, :, None]).to(self.device)  # (H*dh, H)
+            r = torch.block_diag(*dirs[:, :, None]).to(self.device, self.dtype)  # (H*dh, H)
             self._bufs[key] = r
         return r
 
@@ -486,7 +517,7 @@ def decompose_layer(
     H = n_heads
     dh = D // H
     out = out or {}
-    ws = workspace if workspace is not None else _Workspace(x.device)
+    ws = workspace if workspace is not None else _Workspace(x.device, x.dtype)
     pad = additive_mask != 0  # (B, N)
     has_pad = bool(pad.any())
     inf = float("inf")
@@ -496,19 +527,20 @@ def decompose_layer(
     dev = x.device
     vec = {}
     if keep_vectors:
-        vec = {name: out[name] if out.get(name) is not None else torch.empty((B, N, D), device=dev) for name in VECTOR_FIELDS}
+        vec = {name: out[name] if out.get(name) is not None else torch.empty((B, N, D), device=dev, dtype=x.dtype)
+               for name in VECTOR_FIELDS}
     norm_names = ("norm_mix", "norm_keep_attn", "norm_res", "norm_keep", "norm_mix_ln", "norm_keep_attn_ln", "norm_res_ln", "norm_keep_ln")
-    norms = {name: torch.empty((B, N), device=dev) for name in norm_names}  # (B, N) each
-    a_self = torch.empty((B, N, H), device=dev)  # alpha^h_{j,j}
+    norms = {name: torch.empty((B, N), device=dev, dtype=x.dtype) for name in norm_names}  # (B, N) each
+    a_self = torch.empty((B, N, H), device=dev, dtype=x.dtype)  # alpha^h_{j,j}
     b_c = (b_o - b_o.mean()) * gamma if b_o is not None else torch.zeros_like(gamma)  # (D,): centred b_O times gamma
     r = ws.projection(H, dh)  # (D, H), block-diagonal: one fixed random unit vector per head
     if probe is None:
         probe = split_probe(w_o, H)
     u, p_heads = probe  # (D,), (D, H)
     p_all = p_heads.sum(dim=1)  # (D,) = W_O^T u
-    ln_error = torch.zeros((), device=dev)
-    attention_error = torch.zeros((), device=dev)
-    split_error = torch.zeros((), device=dev)
+    ln_error = torch.zeros((), device=dev, dtype=x.dtype)
+    attention_error = torch.zeros((), device=dev, dtype=x.dtype)
+    split_error = torch.zeros((), device=dev, dtype=x.dtype)
     step = max(1, BLOCK_TOKENS // max(N, 1))
     for s0 in range(0, B, step):
         sl = slice(s0, min(B, s0 + step))
@@ -839,6 +871,7 @@ def decompose(
     from .data import check_atol
 
     atol = check_atol(atol)
+    mdtype = check_precision(enc, "decompose")
     layer_idx = enc.check_layers(layers)
     inputs = _as_batch(enc, batch, max_length)
     ids, am = inputs["input_ids"], inputs["attention_mask"]
@@ -857,7 +890,7 @@ def decompose(
     max_split_err = np.zeros(L)
 
     dev = enc.device
-    on_cpu = torch.device(dev).type == "cpu"
+    direct = torch.device(dev).type == "cpu" and mdtype == torch.float32  # write straight into the float32 results
     row_of = {layer: li for li, layer in enumerate(layer_idx)}
     params = {}
     probes = {}
@@ -868,7 +901,7 @@ def decompose(
         # the split self-check's probe comes from the module itself, not from w_o above
         probes[layer] = split_probe(enc.module(layer, "attn_out"), H)
 
-    workspace = _Workspace(dev)
+    workspace = _Workspace(dev, mdtype)
     bar = _progress(B, math.ceil(B / int(batch_size)), progress, f"decompose ({enc.name})")
     state: dict[str, Any] = {}
     try:
@@ -879,15 +912,15 @@ def decompose(
             chunk = {k: v[b0:b1, :n].to(dev) for k, v in inputs.items()}
             chunk_real = real[b0:b1, :n]  # (b, n)
             chunk_real_dev = chunk_real.to(dev)
-            additive = torch.zeros(chunk_real.shape, dtype=torch.float32, device=dev)
-            additive.masked_fill_(~chunk_real_dev, torch.finfo(torch.float32).min)  # (b, n)
+            additive = torch.zeros(chunk_real.shape, dtype=mdtype, device=dev)
+            additive.masked_fill_(~chunk_real_dev, torch.finfo(mdtype).min)  # (b, n)
             state.clear()
 
             def finish_layer(layer: int, ln_in: torch.Tensor, ln_out: torch.Tensor) -> None:
                 li = row_of[layer]
                 w_o, b_o, gamma, beta, eps = params[layer]
                 got = state.pop(layer)
-                dst = {name: t[li, b0:b1, :n] for name, t in vecs.items()} if on_cpu else None
+                dst = {name: t[li, b0:b1, :n] for name, t in vecs.items()} if direct else None
                 res = decompose_layer(
                     got["x"], got["q"], got["k"], got["v"], got["context"], got["attn_out"], ln_in, ln_out,
                     additive, w_o, b_o, gamma, beta, eps, H, keep_vectors=keep_vectors, out=dst, workspace=workspace,
@@ -927,7 +960,7 @@ def decompose(
                 alpha_self[li, b0:b1, :, :n].copy_(res["alpha_self"]).masked_fill_(pad[:, None, :], nan)
                 for name, t in vecs.items():
                     view = t[li, b0:b1, :n]
-                    if not on_cpu:
+                    if not direct:
                         view.copy_(res[name])
                     if any_pad:
                         view.masked_fill_(pad[..., None], nan)
@@ -1407,6 +1440,7 @@ def mixing_conventions(enc: Any, batch: Any, *, layers: Any = None, batch_size: 
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is not allowed; give a positive int.")
+    check_precision(enc, "mixing_conventions")
     layer_idx = enc.check_layers(layers)
     inputs = _as_batch(enc, batch, max_length)
     ids, am = inputs["input_ids"], inputs["attention_mask"]

@@ -685,3 +685,46 @@ def test_atol_must_be_positive_and_finite(tiny_enc, atol):
         with pytest.raises(ValueError, match="positive, finite"):
             analysis(tiny_enc, ["The cat sat."], atol=atol)
     assert mixlib.decompose(tiny_enc, ["The cat sat."], atol=1e-3).ratio.shape[0] == tiny_enc.n_layers  # a good one
+
+
+def _in_dtype(enc, dtype=None, device=None):
+    import copy
+    import dataclasses
+
+    model = copy.deepcopy(enc.model)
+    if device is not None:
+        model = model.to_empty(device=device)
+    return dataclasses.replace(enc, model=model.to(dtype) if dtype is not None else model)
+
+
+def test_float64_is_analysed_and_agrees_with_float32(packaged_enc):
+    """Issue 20: a float64 model ended in 'expected m1 and m2 to have the same dtype'."""
+    texts = ["The cat sat on the mat.", "A short one, with padding after it in the batch."]
+    batch = mixlib.tokenize(packaged_enc, texts)
+    m32 = mixlib.decompose(packaged_enc, batch)
+    enc64 = _in_dtype(packaged_enc, torch.float64)
+    m64 = mixlib.decompose(enc64, batch)
+    assert m64.max_error.max() < 1e-10 and m64.max_split_error.max() < 1e-10  # exact to float64, not float32
+    assert m64.ratio.dtype == torch.float32  # results are float32 whatever the model computes in
+    torch.testing.assert_close(m64.ratio, m32.ratio, rtol=0, atol=1e-5, equal_nan=True)
+    torch.testing.assert_close(m64.mix, m32.mix, rtol=0, atol=1e-4, equal_nan=True)
+    c64, c32 = mixlib.context_maps(enc64, batch), mixlib.context_maps(packaged_enc, batch)
+    for name in c32.maps:
+        torch.testing.assert_close(c64.maps[name].float(), c32.maps[name].float(), rtol=0, atol=1e-4, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_is_refused_naming_the_dtype(packaged_enc, dtype):
+    enc = _in_dtype(packaged_enc, dtype)
+    batch = mixlib.tokenize(packaged_enc, ["The cat sat on the mat."])
+    for f in (mixlib.decompose, mixlib.context_maps, mixlib.mixing_conventions):
+        with pytest.raises(ValueError, match=rf"{f.__name__}: enc.model computes in {dtype}.*enc.model.float\(\)"):
+            f(enc, batch)
+
+
+def test_a_model_on_the_meta_device_is_refused(packaged_enc):
+    enc = _in_dtype(packaged_enc, device="meta")
+    batch = mixlib.tokenize(packaged_enc, ["The cat sat on the mat."])
+    for f in (mixlib.decompose, mixlib.context_maps):
+        with pytest.raises(ValueError, match=r"on the meta device \(shapes without values\)"):
+            f(enc, batch)
