@@ -50,6 +50,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from .paths import follow_umask
+
 __all__ = [
     "CacheWarning",
     "cache_dir",
@@ -249,7 +251,7 @@ def _write(path: Path, payload: dict[str, np.ndarray]) -> Path | None:
             np.savez(f, **payload)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; a cache file is as readable as any other output
+        follow_umask(tmp_name)  # mkstemp makes 0600; a cache file is as readable as any other output
         os.replace(tmp_name, path)
         tmp_name = None
         return path

@@ -49,6 +49,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .paths import follow_umask
+
 __all__ = ["main", "build_parser", "read_texts", "paper_comparison", "special_tokens_as_text", "UsageError"]
 
 EPILOG = """\
@@ -223,6 +225,7 @@ class _Out:
             anchor = anchor.parent
         _remove_stale_staging(out, anchor)
         self.dir = Path(tempfile.mkdtemp(prefix=f".{out.name}{_TMP_TAG}{os.getpid()}-", dir=anchor))
+        follow_umask(self.dir)  # it becomes --out: a folder as mkdir would make it
         self.names: list[str] = []
 
     def path(self, name: str) -> Path:
@@ -684,6 +687,7 @@ def _write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        follow_umask(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["repo_root", "data_dir", "data_path"]
+__all__ = ["repo_root", "data_dir", "data_path", "follow_umask"]
 
 
 def _how_to_get_the_data() -> str:
@@ -63,3 +63,27 @@ def data_path(name: str) -> Path:
         shipped = sorted(f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith("."))
         raise FileNotFoundError(f"{p} does not exist; data/ holds {', '.join(shipped)} (described in data/README.md).")
     return p
+
+
+def _umask() -> int:
+    """The process's umask (read from /proc where it can be, so that no other thread sees it change)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def follow_umask(path: str | os.PathLike) -> None:
+    """Give a file or folder made by ``tempfile`` (0600 / 0700) the mode an ordinary one would have under the umask.
+
+    Outputs are written under temporary names and renamed into place; without
+    this, another user of a shared folder could not read (or ``merge``) them.
+    """
+    base = 0o777 if Path(path).is_dir() else 0o666
+    os.chmod(path, base & ~_umask())

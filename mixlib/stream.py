@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from .paths import follow_umask
 from .texts import header_default, iter_texts
 
 __all__ = ["stream_mixing", "merge_mixing", "check_chunks", "StreamResult", "parse_shard"]
@@ -210,6 +211,7 @@ def _write_parquet(path: Path, cols: dict[str, np.ndarray], stamp: dict[str, Any
     os.close(fd)
     try:
         pq.write_table(table, tmp)
+        follow_umask(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -232,6 +234,7 @@ def _check_meta(out: Path, meta: dict) -> None:
     fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{META}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(meta, fh, ensure_ascii=False, indent=1)
+    follow_umask(tmp)
     os.replace(tmp, p)
 
 

@@ -187,3 +187,28 @@ def test_one_writer_per_shard(tiny_enc, corpus, tmp_path):
             stream_mixing(tiny_enc, path, out, chunk_size=2, shard="0/2")
         res = stream_mixing(tiny_enc, path, out, chunk_size=2, shard="1/2")  # another shard runs side by side
         assert res.written == (1, 3)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_outputs_follow_the_umask(tiny_enc, corpus, tmp_path, umask):
+    """Issue 20: files were written 0600 and folders 0700 whatever the umask, so another user could not merge them."""
+    import stat
+
+    from mixlib import cli
+
+    path, _ = corpus
+    old = os.umask(umask)
+    try:
+        out = tmp_path / "run"
+        stream_mixing(tiny_enc, path, out, chunk_size=4)
+        merged = tmp_path / "merged"
+        assert cli.main(["merge", "--chunks", str(out), "--out", str(merged)]) == 0
+        cli._write_atomic(out / "run.json", "{}")
+    finally:
+        os.umask(old)
+    files = [*out.glob("chunk-*.parquet"), out / "stream.json", out / "run.json", *merged.iterdir()]
+    assert len(files) >= 7
+    for f in files:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~umask, f
+    for d in (out, merged):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o777 & ~umask, d
