@@ -37,6 +37,7 @@ without loading a model.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -213,6 +214,31 @@ def check_out(value: str) -> Path:
         _bad(f"--out {out} is the working folder or one of its parents; give a folder of its own, e.g. --out results/mixing.")
     _check_can_create(out)
     return out
+
+
+class _OneWriter:
+    """A lock on ``--out`` held from before the model loads until the output is in place: a second run into
+    the same folder is refused in one line. The lock file (``.<name>.mixlib-lock`` next to the folder) is
+    removed when the run ends."""
+
+    def __init__(self, out: Path) -> None:
+        from filelock import FileLock, Timeout
+
+        anchor = out.parent
+        while not anchor.is_dir():
+            anchor = anchor.parent
+        self.path = anchor / f".{out.name}.mixlib-lock"
+        self.lock = FileLock(self.path, timeout=0)
+        try:
+            self.lock.acquire()
+        except Timeout:
+            _bad(f"--out {out}: another python -m mixlib run is writing into it now; wait for it to finish, "
+                 "or give another --out.")
+
+    def release(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.unlink()  # while still held, so that no run locks a file that is about to go
+        self.lock.release()
 
 
 class _Out:
@@ -867,6 +893,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else 2
     prog = f"python -m mixlib {args.command}"
     out: _Out | None = None
+    writer: _OneWriter | None = None
     previous = None
     try:
         previous = signal.signal(signal.SIGTERM, _raise_terminated)  # a terminated run cleans up like Ctrl-C
@@ -879,6 +906,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_args_for_model(args, enc)
             args.func(args, enc)
             return 0
+        writer = _OneWriter(args.out)
         out = _Out(args.out)
         enc = None if args.command == "merge" else _encoder(args)
         if enc is not None:
@@ -900,5 +928,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if out is not None:
             out.discard()
+        if writer is not None:
+            writer.release()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

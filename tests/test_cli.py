@@ -465,6 +465,7 @@ def test_stream_mixing_in_two_shards_then_merge_equals_mixing(tmp_path, capsys, 
         b = pd.read_csv(whole / f, index_col=0)
         pd.testing.assert_frame_equal(a, b, check_names=False, atol=1e-4, check_dtype=False)
     assert json.loads((merged / "run.json").read_text(encoding="utf-8"))["partial"] is False
+    assert not list(tmp_path.glob(".*mixlib-lock")), "the lock on --out is removed when the run ends"
 
     # issue 20: a chunk file lost -> merge refuses in one line (exit 2) unless --allow-partial, which says so
     (chunks / "chunk-0000001.parquet").unlink()
@@ -672,3 +673,18 @@ def test_positional_writes_the_centred_overlap(tmp_path, packaged_enc):
     cos = pd.read_csv(out / "overlap_cos.csv", index_col="statistic")["value"]
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert cos["mean_abs_cos_raw"] == pytest.approx(summary["mean_abs_cos"], rel=1e-4)
+
+
+def test_a_second_run_into_the_same_out_is_refused_before_the_model_loads(tmp_path, capsys, no_model):
+    """Issue 20: one writer per output folder (stream-mixing has one per shard: tests/test_stream.py)."""
+    texts = _texts(tmp_path, "One text.\nAnother.\n")
+    out = tmp_path / "results" / "mixing"
+    first = cli._OneWriter(out)
+    try:
+        for command in (["mixing", "--texts", texts], ["clusters"]):
+            assert cli.main([*command, "--out", str(out), "--device", "cpu"]) == 2
+            err = capsys.readouterr().err
+            assert "another python -m mixlib run is writing into it now" in err and err.count("\n") == 1, err
+    finally:
+        first.release()
+    assert not list(tmp_path.rglob("*mixlib-lock")) and not out.exists()
