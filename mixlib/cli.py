@@ -50,7 +50,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .paths import follow_umask
+from .paths import follow_umask, pid_alive
 
 __all__ = ["main", "build_parser", "read_texts", "paper_comparison", "special_tokens_as_text", "UsageError"]
 
@@ -166,21 +166,11 @@ def _is_mixlib_output(folder: Path) -> bool:
     return isinstance(run, dict) and run.get("command") in COMMANDS
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_staging(out: Path, parent: Path) -> None:
     """Remove staging folders of ``--out`` in ``parent`` left by runs that were killed (their process is gone)."""
     for p in parent.glob(f".{out.name}{_TMP_TAG}*"):
         pid = p.name[len(f".{out.name}{_TMP_TAG}"):].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
 
 

@@ -447,15 +447,41 @@ def _from_pretrained(path_or_name: str, *, local_only: bool) -> tuple[Any, Any, 
     config = AutoConfig.from_pretrained(path_or_name, local_files_only=local_only)
     family = _family_of(config, repr(path_or_name))
     with _quiet_transformers():
-        model = AutoModel.from_pretrained(
+        model, info = AutoModel.from_pretrained(
             path_or_name,
             config=config,
             attn_implementation="eager",
             dtype=torch.float32,
             local_files_only=local_only,
+            output_loading_info=True,
         )
+    _check_loading_info(info, path_or_name, config)
     tokenizer = AutoTokenizer.from_pretrained(path_or_name, local_files_only=local_only)
     return model, tokenizer, family
+
+
+#: Parts of a checkpoint that the analyses do not use: absent ones may be initialised at random (the pooler),
+#: extra ones (pre-training heads) are ignored.
+_UNUSED = ("pooler.", "cls.", "lm_head.", "discriminator_predictions.", "generator_")
+
+
+def _check_loading_info(info: dict[str, Any], where: str, config: Any) -> None:
+    """A config.json that describes another model than the weights (more or fewer layers, other names) is an
+    error, not a model whose missing tensors transformers filled with random numbers."""
+    def natural(key: str) -> list[Any]:  # encoder.layer.6 before encoder.layer.10
+        return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", key)]
+
+    missing = sorted((k for k in info.get("missing_keys", ()) if not k.startswith(_UNUSED)), key=natural)
+    extra = sorted((k for k in info.get("unexpected_keys", ()) if k.startswith(("embeddings.", "encoder."))), key=natural)
+    if not missing and not extra:
+        return
+    layers = getattr(config, "num_hidden_layers", "?")
+    found = "; ".join(
+        f"{len(keys)} {what} (e.g. {keys[0]})" for keys, what in
+        ((missing, "tensors of the model are not in the weights and would be random"),
+         (extra, "tensors of the weights have no place in the model")) if keys)
+    raise OSError(f"{where}: config.json does not match the weights: {found}; config.json says {layers} layers. "
+                  "Save the model and its config together (model.save_pretrained(folder)), or fix config.json.")
 
 
 def _first_mismatch(path: Path) -> str:

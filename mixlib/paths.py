@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["repo_root", "data_dir", "data_path", "follow_umask"]
+__all__ = ["repo_root", "data_dir", "data_path", "follow_umask", "pid_alive"]
 
 
 def _how_to_get_the_data() -> str:
@@ -87,3 +87,14 @@ def follow_umask(path: str | os.PathLike) -> None:
     """
     base = 0o777 if Path(path).is_dir() else 0o666
     os.chmod(path, base & ~_umask())
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (a writer whose leftovers must not be removed)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

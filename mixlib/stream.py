@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from .paths import follow_umask
+from .paths import follow_umask, pid_alive
 from .texts import header_default, iter_texts
 
 __all__ = ["stream_mixing", "merge_mixing", "check_chunks", "StreamResult", "parse_shard"]
@@ -117,18 +117,8 @@ def _remove_dead_writers_files(out: Path) -> None:
     for tmp in out.glob(".chunk-*.tmp"):
         owner = tmp.name.split(".")[3] if tmp.name.count(".") >= 5 else ""
         host, _, pid = owner.partition("~")
-        if host == here and pid.isdigit() and int(pid) != os.getpid() and not _pid_alive(int(pid)):
+        if host == here and pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             tmp.unlink(missing_ok=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _stamp_of(path: Path) -> dict[str, Any] | None:

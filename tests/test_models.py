@@ -168,6 +168,10 @@ def saved_copy(tiny_model_dir, tmp_path):
     ("bin", r"model: the weights cannot be read \(UnpicklingError: Weights only load failed\); the file is corrupt"),
     ("config", r"model: config.json does not match the weights, e.g. \S+: \[\d+(, \d+)?\] in the weights, "
                r"\[\d+(, \d+)?\] by config.json"),
+    # issue 20 review: more or fewer layers in config.json than in the weights gave random layers, or dropped some
+    ("layers+", r"model: config.json does not match the weights: 16 tensors of the model are not in the weights and "
+                r"would be random \(e.g. encoder.layer.1.attention.output.LayerNorm.bias\); config.json says 2 layers"),
+    ("layers-", None),
 ])
 @pytest.mark.parametrize("fallback", [True, False])
 def test_corrupt_or_mismatched_weights_are_one_line(saved_copy, damage, message, fallback):
@@ -181,11 +185,30 @@ def test_corrupt_or_mismatched_weights_are_one_line(saved_copy, damage, message,
         (saved_copy / "pytorch_model.bin").write_bytes(bytes(range(256)) * 20)
     else:
         config = json.loads((saved_copy / "config.json").read_text())
-        config["intermediate_size"] *= 2
+        if damage == "config":
+            config["intermediate_size"] *= 2
+        else:
+            config["num_hidden_layers"] += 1 if damage == "layers+" else -1
         (saved_copy / "config.json").write_text(json.dumps(config))
+    if damage == "layers-":
+        message = r"config.json does not match the weights: 16 tensors of the weights have no place in the model .*says 0 layers"
     with pytest.raises(OSError, match=message) as info:
         load_encoder(saved_copy, fallback=fallback, device="cpu")
     assert "\n" not in str(info.value) and "weights_only=False" not in str(info.value)
+
+
+def test_a_pretraining_checkpoint_loads_without_its_heads(tmp_path, packaged_enc):
+    """Extra pre-training heads (cls.*) and a missing pooler are not a mismatch: bert-base-uncased has both."""
+    from transformers import BertConfig, BertForPreTraining
+
+    cfg = BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64,
+                     vocab_size=packaged_enc.vocab_size)
+    model = BertForPreTraining(cfg)
+    state = {k: v for k, v in model.state_dict().items() if ".pooler." not in k}
+    model.save_pretrained(tmp_path / "pt", state_dict=state)
+    packaged_enc.tokenizer.save_pretrained(tmp_path / "pt")
+    enc = load_encoder(tmp_path / "pt", device="cpu")
+    torch.testing.assert_close(enc.word_embeddings(), model.bert.embeddings.word_embeddings.weight, rtol=0, atol=0)
 
 
 def test_a_file_or_an_address_given_as_the_model_says_what_it_is(tmp_path, capsys):
