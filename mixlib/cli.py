@@ -357,7 +357,9 @@ def check_stream_out(value: str) -> Path:
 
 
 def _check_stream_args(args: argparse.Namespace) -> None:
-    from .stream import _short, file_digest, parse_shard, writer_lock
+    import hashlib
+
+    from .stream import _other_writers, _short, parse_shard, read_meta, writer_lock
     from .texts import header_default, iter_texts
 
     args.out = check_stream_out(args.out)
@@ -368,22 +370,25 @@ def _check_stream_args(args: argparse.Namespace) -> None:
     texts = Path(args.texts).expanduser()
     if args.header is None:
         args.header = header_default(texts)
-    args.n_texts = sum(1 for _ in iter_texts(texts, header=args.header))  # every line read once: a bad line fails now
-    meta = args.out / STREAM_META
-    if meta.exists():  # a resume or another shard: the options and the text file must be those recorded
+    digest = hashlib.sha256()
+    args.n_texts = sum(1 for _ in iter_texts(texts, header=args.header, digest=digest))  # a bad line fails now
+    if (args.out / STREAM_META).exists():  # a resume or another shard: the options and the text file must be those recorded
+        shard = parse_shard(args.shard)
+        with writer_lock(args.out, shard):  # a live writer of this shard: refused now, not after loading
+            pass
+        if not any(args.out.glob("chunk-*.parquet")) and not _other_writers(args.out, shard):
+            return  # a run that wrote no chunk: its record is replaced
         try:
-            old = json.loads(meta.read_text(encoding="utf-8"))
-        except ValueError:
-            _bad(f"{meta} is not valid JSON; remove it (and the chunk files) to start over, or give another --out.")
-        given = {"texts": texts.name, "n_texts": args.n_texts, "texts_sha256": file_digest(texts), "chunk_size": args.chunk_size,
+            old = read_meta(args.out)
+        except ValueError as err:
+            _bad(str(err))
+        given = {"texts": texts.name, "n_texts": args.n_texts, "texts_sha256": digest.hexdigest(), "chunk_size": args.chunk_size,
                  "rate": args.rate, "seed": args.seed, "count": args.mask_count, "max_length": args.max_length,
                  "header": bool(args.header)}
         diff = {k: f"{_short(old.get(k))} recorded, {_short(v)} given" for k, v in given.items() if old.get(k) != v}
         if diff:
             _bad(f"--out {args.out} holds chunks of a run with other options or texts "
                  f"({'; '.join(f'{k}: {d}' for k, d in diff.items())}); give the same ones to resume, or another --out.")
-        with writer_lock(args.out, parse_shard(args.shard)):  # a live writer of this shard: refused now, not after loading
-            pass
 
 
 def _check_merge_args(args: argparse.Namespace) -> None:

@@ -78,19 +78,32 @@ def parse_shard(text: str) -> tuple[int, int]:
     return i, n
 
 
-def _chunks(path: Any, chunk_size: int, header: bool | None) -> Iterator[tuple[int, int, list, list[int]]]:
-    """(chunk index, first sequence id, texts, their line numbers) for every chunk of the file."""
+def _chunks(path: Any, chunk_size: int, header: bool | None, digest: Any) -> Iterator[tuple[int, int, list, list[int], str]]:
+    """(chunk index, first sequence id, texts, their line numbers, SHA-256 of the file's bytes read so far) for
+    every chunk of the file; ``digest`` is the hashlib object that sees every byte."""
     buf: list = []
     lines: list[int] = []
     k = 0
-    for lineno, text in iter_texts(path, header=header):
+    for lineno, text in iter_texts(path, header=header, digest=digest):
         buf.append(text)
         lines.append(lineno)
         if len(buf) == chunk_size:
-            yield k, k * chunk_size, buf, lines
+            yield k, k * chunk_size, buf, lines, digest.hexdigest()
             buf, lines, k = [], [], k + 1
     if buf:
-        yield k, k * chunk_size, buf, lines
+        yield k, k * chunk_size, buf, lines, digest.hexdigest()
+
+
+def _survey(path: Any, chunk_size: int, header: bool | None) -> tuple[int, list[str], str]:
+    """Check every line of the file once: (number of texts, the digest at the end of each chunk, the file's SHA-256)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    n, marks = 0, []
+    for _, _, chunk, _, mark in _chunks(path, chunk_size, header, h):
+        n += len(chunk)
+        marks.append(mark)
+    return n, marks, h.hexdigest()
 
 
 def _at_line(err: ValueError, path: Any, lines: list[int]) -> ValueError:
@@ -160,17 +173,6 @@ def weights_digest(model: Any) -> str:
     return h.hexdigest()
 
 
-def file_digest(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes, read in blocks."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _rows(m: Any, first: int) -> dict[str, np.ndarray]:
     """Per-token rows (real tokens only) of one chunk's Mixing."""
     real = m.real.numpy()  # (B, N)
@@ -208,19 +210,79 @@ def _write_parquet(path: Path, cols: dict[str, np.ndarray], stamp: dict[str, Any
             os.unlink(tmp)
 
 
-def _check_meta(out: Path, meta: dict) -> None:
+_SHA = re.compile(r"[0-9a-f]{64}")
+#: What stream.json holds, and a test of each value (a record edited by hand is refused in one line).
+_META_CHECKS: dict[str, Any] = {
+    "model": lambda v: isinstance(v, str) and bool(v),
+    "weights_sha256": lambda v: isinstance(v, str) and bool(_SHA.fullmatch(v)),
+    "texts": lambda v: isinstance(v, str),
+    "texts_sha256": lambda v: isinstance(v, str) and bool(_SHA.fullmatch(v)),
+    "n_texts": lambda v: type(v) is int and v >= 1,
+    "chunk_size": lambda v: type(v) is int and v >= 1,
+    "rate": lambda v: type(v) is float and 0 < v < 1,
+    "seed": lambda v: type(v) is int and v >= 0,
+    "count": lambda v: v in ("floor", "round"),
+    "max_length": lambda v: type(v) is int and v >= 1,
+    "header": lambda v: type(v) is bool,
+    "fields": lambda v: v == list(FIELDS),
+}
+
+
+def read_meta(out: str | os.PathLike) -> dict[str, Any]:
+    """``stream.json`` of a stream-mixing folder, checked: one ValueError saying what is wrong with it."""
+    p = Path(out) / META
+    try:
+        meta = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{Path(out)} has no {META}: it is not the output folder of `python -m mixlib stream-mixing`.") from None
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{p} cannot be read as JSON ({err}); remove the folder's {META} and chunk files to start over, "
+                         "or use another folder.") from None
+    if isinstance(meta, dict) and meta and not {"weights_sha256", "texts_sha256", "n_texts"} & meta.keys():
+        raise ValueError(f"{p} has no fingerprint (written by an older mixlib), so the chunks cannot be checked; "
+                         "run stream-mixing again into a new folder.")
+    bad = [k for k, ok in _META_CHECKS.items() if not isinstance(meta, dict) or k not in meta or not ok(meta[k])]
+    if bad:
+        shown = "; ".join(f"{k}: {_short(meta.get(k)) if isinstance(meta, dict) else '?'}" for k in bad[:4])
+        raise ValueError(f"{p} is damaged or was edited ({shown}); it no longer describes the chunks: run stream-mixing "
+                         "again into a new folder.")
+    return meta
+
+
+def _other_writers(out: Path, shard: tuple[int, int]) -> bool:
+    """Whether a writer of another shard holds its lock in ``out`` now."""
+    from filelock import FileLock, Timeout
+
+    for path in out.glob(".writer-shard-*.lock"):
+        if path == _lock_path(out, shard):
+            continue
+        try:
+            with FileLock(path, timeout=0):
+                pass
+        except Timeout:
+            return True
+    return False
+
+
+def _check_meta(out: Path, meta: dict, shard: tuple[int, int]) -> None:
+    """Record ``meta`` in ``out``, or check it against the record there. A record of a run that wrote no chunk
+    (it failed on its first chunk) and whose other shards are not running is replaced."""
     p = out / META
     if p.exists():
+        reusable = not any(out.glob("chunk-*.parquet")) and not _other_writers(out, shard)
         try:
-            old = json.loads(p.read_text(encoding="utf-8"))
+            old = read_meta(out)
         except ValueError:
-            raise ValueError(f"{p} is not valid JSON; remove it (and the chunk files) to start over.") from None
+            if not reusable:
+                raise
+            old = {}
         diff = [k for k, v in meta.items() if old.get(k) != v]
-        if diff:
+        if not diff:
+            return
+        if not reusable:
             what = "; ".join(f"{k}: {_short(old.get(k))} recorded, {_short(meta[k])} given" for k in diff)
             raise ValueError(f"{out} holds a run with other options, model or texts ({what}); give the same ones to "
                              "resume, or another --out folder.")
-        return
     fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{META}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(meta, fh, ensure_ascii=False, indent=1)
@@ -230,7 +292,7 @@ def _check_meta(out: Path, meta: dict) -> None:
 
 def _short(value: Any) -> str:
     """A recorded value for a message: hashes cut to 12 characters."""
-    if isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+    if isinstance(value, str) and _SHA.fullmatch(value):
         return value[:12] + "…"
     return repr(value)
 
@@ -297,23 +359,36 @@ def stream_mixing(
     i, n = parse_shard(shard) if isinstance(shard, str) else parse_shard(f"{shard[0]}/{shard[1]}")
     if header is None:
         header = header_default(texts)
-    n_texts = sum(1 for _ in iter_texts(texts, header=header))  # every line checked before any chunk is computed
+    # every line checked before any chunk is computed; the digest at the end of each chunk proves, chunk by
+    # chunk, that what is analysed is the file that was checked and recorded (not one edited meanwhile)
+    n_texts, marks, texts_sha = _survey(texts, int(chunk_size), header)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     meta = {"model": enc.name, "weights_sha256": weights_digest(enc.model), "texts": Path(texts).name,
-            "texts_sha256": file_digest(texts), "n_texts": n_texts, "chunk_size": int(chunk_size), "rate": float(rate),
+            "texts_sha256": texts_sha, "n_texts": n_texts, "chunk_size": int(chunk_size), "rate": float(rate),
             "seed": int(seed), "count": count, "max_length": int(max_length), "header": bool(header), "fields": list(FIELDS)}
     from tqdm.auto import tqdm
     import sys
 
     with writer_lock(out, (i, n)):
-        _check_meta(out, meta)
+        _check_meta(out, meta, (i, n))
         _remove_dead_writers_files(out)
         bar = tqdm(desc=f"mixing ({enc.name}, shard {i}/{n})", unit="chunk",
                    disable=not (progress if progress is not None else sys.stderr.isatty()))
         written, skipped, n_seq = [], [], 0
         try:
-            for k, first, chunk, lines in _chunks(texts, int(chunk_size), header):
+            import hashlib
+
+            def changed(k: int) -> ValueError:
+                return ValueError(f"{texts} changed while stream-mixing read it (chunk {k} on differs from the file that "
+                                  "was checked); the chunks before it are kept, nothing of the changed file was written. "
+                                  "Run again with the file as it is now into a new --out, or restore it.")
+
+            seen = 0
+            for k, first, chunk, lines, mark in _chunks(texts, int(chunk_size), header, hashlib.sha256()):
+                seen = k + 1
+                if k >= len(marks) or mark != marks[k]:
+                    raise changed(k)
                 if k % n != i:
                     continue
                 path = _chunk_file(out, k)
@@ -332,6 +407,8 @@ def stream_mixing(
                 written.append(k)
                 n_seq += len(chunk)
                 bar.update(1)
+            if seen != len(marks):  # the file got shorter
+                raise changed(seen)
         finally:
             bar.close()
     return StreamResult(out=out, written=tuple(written), skipped=tuple(skipped), n_sequences=n_seq)
@@ -390,16 +467,7 @@ def check_chunks(out: str | os.PathLike, *, allow_partial: bool = False) -> dict
         ``allow_partial``) missing chunks: one line naming them.
     """
     out = Path(out)
-    meta_path = out / META
-    if not meta_path.exists():
-        raise ValueError(f"{out} has no {META}: it is not the output folder of `python -m mixlib stream-mixing`.")
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except ValueError:
-        raise ValueError(f"{meta_path} is not valid JSON; the folder cannot be merged (run stream-mixing into a new one).") from None
-    if not isinstance(meta, dict) or not {"n_texts", "chunk_size", "weights_sha256", "texts_sha256"} <= meta.keys():
-        raise ValueError(f"{meta_path} has no fingerprint (written by an older mixlib), so completeness cannot be "
-                         "checked; run stream-mixing again into a new folder.")
+    meta = read_meta(out)
     n_chunks = -(-meta["n_texts"] // meta["chunk_size"])
     files = {}
     for f in sorted(out.glob("chunk-*.parquet")):

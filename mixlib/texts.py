@@ -31,6 +31,7 @@ import os
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 __all__ = ["iter_texts", "read_texts", "has_content", "header_default"]
 
@@ -59,11 +60,13 @@ def header_default(path: str | os.PathLike) -> bool:
     return Path(path).suffix.lower() == ".tsv"
 
 
-def _lines(p: Path) -> Iterator[tuple[int, str]]:
-    """(line number, line) for every line of ``p``, split at ``\\n`` only."""
+def _lines(p: Path, digest: Any = None) -> Iterator[tuple[int, str]]:
+    """(line number, line) for every line of ``p``, split at ``\\n`` only; ``digest`` (hashlib) sees every byte."""
     offset = 0
     with open(p, "rb") as fh:
         for lineno, raw in enumerate(fh, 1):
+            if digest is not None:
+                digest.update(raw)
             data = raw[3:] if lineno == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
             try:
                 line = data.decode("utf-8")
@@ -89,7 +92,7 @@ def _columns(p: Path, lineno: int, line: str) -> tuple[list[str], list[int]]:
                      f"(found: {', '.join(names)}); fix the header, or read the file without one (--no-header).")
 
 
-def iter_texts(path: str | os.PathLike, *, header: bool | None = None) -> Iterator[tuple[int, Text]]:
+def iter_texts(path: str | os.PathLike, *, header: bool | None = None, digest: Any = None) -> Iterator[tuple[int, Text]]:
     """``(line number, text)`` for every text of a file, read lazily (see the module docstring for the rules).
 
     Parameters
@@ -99,6 +102,9 @@ def iter_texts(path: str | os.PathLike, *, header: bool | None = None) -> Iterat
     header : bool, optional
         Whether the first (non-blank, non-comment) line names columns.
         Default: :func:`header_default` (True for ``*.tsv``).
+    digest : hashlib object, optional
+        Updated with every byte of the file as it is read, so that a caller
+        can tell whether the file it read is the file it checked.
 
     Yields
     ------
@@ -119,7 +125,7 @@ def iter_texts(path: str | os.PathLike, *, header: bool | None = None) -> Iterat
     names: list[str] | None = None
     columns: list[int] = []
     first: tuple[int, bool] | None = None  # line number and kind (pair?) of the first text
-    for lineno, line in _lines(p):
+    for lineno, line in _lines(p, digest):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if header and names is None:

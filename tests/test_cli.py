@@ -6,6 +6,7 @@ encoder is loaded once per process), with small sizes.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -511,10 +512,24 @@ def test_stream_mixing_options_are_checked_before_a_model_is_loaded(tmp_path, ca
     assert "late.txt, line 550: '\\u200b\\u200b' has nothing to tokenize" in err and err.count("\n") == 1, err
     assert not out.exists()
     out.mkdir()
-    (out / "stream.json").write_text(json.dumps({"texts": "t.txt", "chunk_size": 256, "rate": 0.12, "seed": 0,
-                                                  "count": "floor", "max_length": 128, "header": False}))
+    from mixlib.stream import FIELDS
+
+    record = {"model": "m", "weights_sha256": "0" * 64, "texts": "t.txt",
+              "texts_sha256": hashlib.sha256(Path(texts).read_bytes()).hexdigest(), "n_texts": 1, "chunk_size": 256,
+              "rate": 0.12, "seed": 0, "count": "floor", "max_length": 128, "header": False, "fields": list(FIELDS)}
+    (out / "stream.json").write_text(json.dumps(record))
+    (out / "chunk-0000000.parquet").write_bytes(b"a chunk of the recorded run")
     assert cli.main(["stream-mixing", "--texts", texts, "--out", str(out), "--device", "cpu", "--seed", "1"]) == 2
     assert "seed: 0 recorded, 1 given" in capsys.readouterr().err
+    for damage in ([], {**record, "chunk_size": 0}, {**record, "n_texts": "1"}):  # a record edited by hand: one line
+        (out / "stream.json").write_text(json.dumps(damage))
+        assert cli.main(["stream-mixing", "--texts", texts, "--out", str(out), "--device", "cpu"]) == 2
+        err = capsys.readouterr().err
+        assert "stream.json is damaged or was edited" in err and err.count("\n") == 1, err
+        assert cli.main(["merge", "--chunks", str(out), "--out", str(tmp_path / "m")]) == 2
+        err = capsys.readouterr().err
+        assert "stream.json is damaged or was edited" in err and err.count("\n") == 1, err
+    (out / "chunk-0000000.parquet").unlink()
     # merge and the staged commands never replace a chunk folder
     assert cli.main(["merge", "--chunks", str(out), "--out", str(tmp_path / "m")]) == 2
     assert "no chunk-*.parquet" in capsys.readouterr().err

@@ -212,3 +212,54 @@ def test_outputs_follow_the_umask(tiny_enc, corpus, tmp_path, umask):
         assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~umask, f
     for d in (out, merged):
         assert stat.S_IMODE(d.stat().st_mode) == 0o777 & ~umask, d
+
+
+def test_a_file_edited_during_the_run_is_caught_chunk_by_chunk(tiny_enc, tmp_path, monkeypatch):
+    """Issue 20 review: a text file overwritten while stream-mixing ran gave chunks of the new texts stamped
+    with the old file's fingerprint, and exit 0."""
+    import mixlib.mixing
+
+    path = tmp_path / "t.txt"
+    # larger than a read buffer (a small file is read whole at once, so an edit after that changes nothing read)
+    path.write_text("".join(f"Sentence number {i}, long enough to fill the buffer.\n" for i in range(1200)), encoding="utf-8")
+    real = mixlib.mixing.decompose
+    calls = []
+
+    def decompose_then_edit(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:  # after the first chunk is computed, someone saves another version of the file
+            path.write_text("".join(f"Another sentence {i}, just as long as the ones before it.\n" for i in range(1100)),
+                            encoding="utf-8")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mixlib.mixing, "decompose", decompose_then_edit)
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=r"t.txt changed while stream-mixing read it \(chunk 1 on"):
+        stream_mixing(tiny_enc, path, out, chunk_size=300)
+    assert sorted(p.name for p in out.glob("chunk-*.parquet")) == ["chunk-0000000.parquet"]  # from the checked file
+
+
+def test_a_damaged_record_is_one_line_and_a_run_without_chunks_can_start_again(tiny_enc, tmp_path, monkeypatch):
+    import mixlib.data
+
+    path = tmp_path / "t.txt"
+    path.write_text("# texts\nA first text.\nA broken one.\n", encoding="utf-8")
+
+    def refuse(enc, texts, **kwargs):  # a check inside the library that only the tokenizer can make
+        raise ValueError("texts[1] has no ordinary token to mask (only special tokens after tokenization).")
+
+    with monkeypatch.context() as m:
+        m.setattr(mixlib.data, "mask_tokens", refuse)
+        out = tmp_path / "run"
+        with pytest.raises(ValueError, match=r"t.txt, line 3: has no ordinary token to mask"):
+            stream_mixing(tiny_enc, path, out, chunk_size=4)
+    assert (out / "stream.json").exists() and not list(out.glob("chunk-*.parquet"))
+    path.write_text("A first text.\nA second one.\n", encoding="utf-8")  # fixed: the chunk-less record is replaced
+    assert stream_mixing(tiny_enc, path, out, chunk_size=4).written == (0,)
+    record = json.loads((out / "stream.json").read_text(encoding="utf-8"))
+    for damage, what in [([], "damaged or was edited"), ({**record, "chunk_size": 0}, r"chunk_size: 0"),
+                         ({**record, "n_texts": "2"}, r"n_texts: '2'"), ({"model": "m"}, "older mixlib")]:
+        (out / "stream.json").write_text(json.dumps(damage), encoding="utf-8")
+        for call in (lambda: merge_mixing(out), lambda: stream_mixing(tiny_enc, path, out, chunk_size=4)):
+            with pytest.raises(ValueError, match=what):
+                call()
