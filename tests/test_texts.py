@@ -10,6 +10,7 @@ made from, and with each other (the same texts, or the same one-line error).
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
 
@@ -90,7 +91,7 @@ def _every_command(path: Path, header: bool | None) -> dict[str, object]:
         try:
             if command == "stream-mixing":
                 cli._check_stream_args(args)
-                got = [t for _, _, chunk, _ in _chunks(path, 2, args.header) for t in chunk]
+                got = [t for _, _, chunk, _, _ in _chunks(path, 2, args.header, hashlib.sha256()) for t in chunk]
                 assert len(got) == args.n_texts
             else:  # check_args without the device check (torch-free)
                 got = cli.read_texts(path, header=args.header)
