@@ -420,7 +420,10 @@ def check_args(args: argparse.Namespace) -> None:
         texts = Path(args.texts).expanduser()
         if texts.resolve().is_relative_to(args.out.resolve()):
             _bad(f"--texts {texts} lies inside --out {args.out}, which this run replaces; move it elsewhere.")
-        args.texts_list = read_texts(texts, header=args.header)
+        from .texts import iter_texts
+
+        numbered = list(iter_texts(texts, header=args.header))
+        args.texts_list, args.texts_lines = [t for _, t in numbered], [n for n, _ in numbered]
     if args.command == "mixing":
         if args.ci is None and (args.n_boot is not None or args.boot_seed is not None):
             _bad("--n-boot and --boot-seed set the bootstrap interval of --ci; give --ci LEVEL (e.g. --ci 0.95) too, or leave them out.")
@@ -428,7 +431,7 @@ def check_args(args: argparse.Namespace) -> None:
             args.n_boot = 1000 if args.n_boot is None else args.n_boot
             args.boot_seed = 0 if args.boot_seed is None else args.boot_seed
         if args.limit is not None:
-            args.texts_list = args.texts_list[: args.limit]
+            args.texts_list, args.texts_lines = args.texts_list[: args.limit], args.texts_lines[: args.limit]
     if args.command == "clusters":
         if args.upper_k > args.k:
             _bad(f"--upper-k {args.upper_k} is larger than --k {args.k}: the {args.k} centroids cannot form more "
@@ -462,7 +465,7 @@ def _encoder(args: argparse.Namespace) -> Any:
 
 def _card(enc: Any, args: argparse.Namespace) -> dict[str, Any]:
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-               if k not in ("func", "command", "texts_list")}
+               if k not in ("func", "command", "texts_list", "texts_lines")}
     return {
         "command": args.command,
         "options": options,
@@ -504,16 +507,26 @@ def paper_comparison(ratio: Any, summary: Any, model: str) -> tuple[Any, Any]:
             pd.concat(dict(zip(keys, (summary, paper_pooled))), axis=1))
 
 
+def _masked(args: argparse.Namespace, enc: Any) -> dict[str, Any]:
+    """The masked batch of --texts; an error about ``texts[j]`` names the file's line."""
+    from .data import mask_tokens
+    from .texts import at_line
+
+    try:
+        with special_tokens_as_text(enc.tokenizer, not args.keep_special_tokens):
+            return mask_tokens(enc, args.texts_list, rate=args.rate, seed=args.seed, max_length=args.max_length,
+                               count=args.mask_count)
+    except ValueError as err:
+        raise at_line(err, Path(args.texts).expanduser(), args.texts_lines) from None
+
+
 def cmd_mixing(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     import pandas as pd
 
     from . import plots
-    from .data import mask_tokens
     from .mixing import NORM_METRICS, decompose, mixing_summary, mixing_table
 
-    texts = args.texts_list
-    with special_tokens_as_text(enc.tokenizer, not args.keep_special_tokens):
-        batch = mask_tokens(enc, texts, rate=args.rate, seed=args.seed, max_length=args.max_length, count=args.mask_count)
+    batch = _masked(args, enc)
     m = decompose(enc, batch, batch_size=args.batch_size, vectors=False, progress=True)
 
     ratio = mixing_table(m, metric="ratio")
@@ -539,7 +552,7 @@ def cmd_mixing(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     by_layer, pooled = paper_comparison(ratio, summary, enc.name)
     out.csv("paper_vs_ours_by_layer.csv", by_layer, index_label="layer")
     out.csv("paper_vs_ours_summary.csv", pooled, index_label="variant")
-    out.json("run.json", {**_card(enc, args), "texts": len(texts), "mask_rate": args.rate, "seed": args.seed,
+    out.json("run.json", {**_card(enc, args), "texts": len(args.texts_list), "mask_rate": args.rate, "seed": args.seed,
                           "mask_count": args.mask_count, "ci": args.ci, "n_boot": args.n_boot, "boot_seed": args.boot_seed,
                           "paper_model": PAPER_MODEL, "paper_diff": enc.name == PAPER_MODEL,
                           "max_reconstruction_error": [float(e) for e in m.max_error]})
@@ -671,12 +684,9 @@ def cmd_maps(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     import numpy as np
     import pandas as pd
 
-    from .data import mask_tokens
     from .measures import agreement_null, context_maps, measure_agreement
 
-    texts = args.texts_list
-    with special_tokens_as_text(enc.tokenizer, not args.keep_special_tokens):
-        batch = mask_tokens(enc, texts, rate=args.rate, seed=args.seed, max_length=args.max_length, count=args.mask_count)
+    batch = _masked(args, enc)
     batch.pop("masked", None)
     cm = context_maps(enc, batch, batch_size=args.batch_size)
     agreement = measure_agreement(cm, offdiag=True)
@@ -699,7 +709,7 @@ def cmd_maps(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     with open(out.path("maps.npz"), "wb") as fh:
         np.savez_compressed(fh, input_ids=cm.input_ids.numpy(), attention_mask=cm.attention_mask.numpy(),
                             layers=np.asarray(cm.layers), **arrays)
-    out.json("run.json", {**_card(enc, args), "texts": len(texts), "mask_rate": args.rate, "seed": args.seed,
+    out.json("run.json", {**_card(enc, args), "texts": len(args.texts_list), "mask_rate": args.rate, "seed": args.seed,
                           "measures": list(cm.maps), "max_self_check_error": [float(e) for e in cm.max_error]})
 
 

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from .paths import follow_umask, pid_alive
-from .texts import header_default, iter_texts
+from .texts import at_line, header_default, iter_texts
 
 __all__ = ["stream_mixing", "merge_mixing", "check_chunks", "StreamResult", "parse_shard"]
 
@@ -104,14 +104,6 @@ def _survey(path: Any, chunk_size: int, header: bool | None) -> tuple[int, list[
         n += len(chunk)
         marks.append(mark)
     return n, marks, h.hexdigest()
-
-
-def _at_line(err: ValueError, path: Any, lines: list[int]) -> ValueError:
-    """A library error that names ``texts[j]`` (its place in the chunk), renamed to the file's line."""
-    match = re.match(r"texts\[(\d+)\]", str(err))
-    if not match or int(match.group(1)) >= len(lines):
-        return err
-    return ValueError(f"{path}, line {lines[int(match.group(1))]}:" + str(err)[match.end():])
 
 
 def _chunk_file(out: Path, k: int) -> Path:
@@ -400,7 +392,7 @@ def stream_mixing(
                 try:
                     batch = mask_tokens(enc, chunk, rate=rate, seed=seed, max_length=max_length, count=count, first_index=first)
                 except ValueError as err:
-                    raise _at_line(err, texts, lines) from None
+                    raise at_line(err, texts, lines) from None
                 batch.pop("masked", None)
                 m = decompose(enc, batch, batch_size=batch_size, vectors=False, progress=False)
                 _write_parquet(path, _rows(m, first), stamp)

@@ -28,12 +28,13 @@ number), so a corpus of any size is checked in constant memory.
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["iter_texts", "read_texts", "has_content", "header_default"]
+__all__ = ["iter_texts", "read_texts", "has_content", "header_default", "at_line"]
 
 Text = str | tuple[str, str]
 
@@ -46,11 +47,14 @@ def has_content(text: str) -> bool:
 
     A tokenizer drops whitespace, control and format characters (zero-width
     spaces, BOMs, soft hyphens), U+FFFD and, in uncased models, combining marks
-    once accents are stripped; a text made only of those yields no token.
+    once accents are stripped; a text made only of those yields no token. Marks
+    of every kind count as nothing here (a text of lone marks is refused even
+    where a cased tokenizer would keep them; U+1734, a spacing mark to Python's
+    Unicode tables, is dropped by BERT's).
     """
     for ch in text:
         cat = unicodedata.category(ch)
-        if cat[0] not in "CZ" and cat != "Mn" and ch != "\ufffd" and not ch.isspace():
+        if cat[0] not in "CZM" and ch != "\ufffd" and not ch.isspace():
             return True
     return False
 
@@ -79,11 +83,18 @@ def _lines(p: Path, digest: Any = None) -> Iterator[tuple[int, str]]:
                 line = line[:-1]
             if line.endswith("\r"):
                 line = line[:-1]
-            yield lineno, line
+            if "\r" in line:
+                raise ValueError(f"{p}, line {lineno}: a carriage return (CR) inside the line: the file has old Mac line "
+                                 "ends (CR only) or a stray CR; convert it to LF line ends.")
+            yield lineno, line.removeprefix("\ufeff")  # files joined with their BOMs
 
 
 def _columns(p: Path, lineno: int, line: str) -> tuple[list[str], list[int]]:
     names = [h.strip().lower() for h in line.split("\t")]
+    twice = [n for n in ("sentence_a", "sentence_b", "text") if names.count(n) > 1]
+    if twice:
+        raise ValueError(f"{p}, line {lineno}: the header names the column '{twice[0]}' {names.count(twice[0])} times; "
+                         "name each column once.")
     if "sentence_a" in names and "sentence_b" in names:
         return names, [names.index("sentence_a"), names.index("sentence_b")]
     if "text" in names:
@@ -119,7 +130,10 @@ def iter_texts(path: str | os.PathLike, *, header: bool | None = None, digest: A
     """
     p = Path(path)
     if not p.is_file():
-        raise ValueError(f"{p}: no such file (give a UTF-8 text file, one text or 'A<TAB>B' pair per line).")
+        what = ("is a folder" if p.is_dir() else "is not a regular file (a pipe or a device?)" if p.exists()
+                else ": no such file")
+        raise ValueError(f"{p}{'' if what.startswith(':') else ' '}{what}; give a UTF-8 text file, one text or "
+                         "'A<TAB>B' pair per line.")
     if header is None:
         header = header_default(p)
     names: list[str] | None = None
@@ -160,3 +174,11 @@ def iter_texts(path: str | os.PathLike, *, header: bool | None = None, digest: A
 def read_texts(path: str | os.PathLike, *, header: bool | None = None) -> list[Text]:
     """Every text of a file as a list (:func:`iter_texts` without the line numbers)."""
     return [text for _, text in iter_texts(path, header=header)]
+
+
+def at_line(err: ValueError, path: str | os.PathLike, lines: list[int]) -> ValueError:
+    """A library error that names ``texts[j]`` (a text's place in a list), renamed to the line of the file it came from."""
+    match = re.match(r"texts\[(\d+)\]", str(err))
+    if not match or int(match.group(1)) >= len(lines):
+        return err
+    return ValueError(f"{path}, line {lines[int(match.group(1))]}:" + str(err)[match.end():])

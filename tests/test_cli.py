@@ -703,3 +703,18 @@ def test_a_second_run_into_the_same_out_is_refused_before_the_model_loads(tmp_pa
     finally:
         first.release()
     assert not list(tmp_path.rglob("*mixlib-lock")) and not out.exists()
+
+
+def test_an_error_about_a_text_names_its_line_in_the_file(tmp_path, capsys, packaged_enc, monkeypatch):
+    """Issue 20 review: mixing said 'texts[1] has no ordinary token', an index that shifts with comments and headers."""
+    import mixlib.data
+
+    def refuse(enc, texts, **kwargs):  # a check inside the library that only the tokenizer can make
+        raise ValueError("texts[1] has no ordinary token to mask (only special tokens after tokenization).")
+
+    monkeypatch.setattr(mixlib.data, "mask_tokens", refuse)
+    texts = _texts(tmp_path, "# two texts\nThe cat sat on the mat.\n\nA dog.\n")
+    for command in ("mixing", "maps"):
+        assert cli.main([command, *MODEL, "--texts", texts, "--out", str(tmp_path / command)]) == 2
+        err = capsys.readouterr().err
+        assert "t.txt, line 4: has no ordinary token to mask" in err and err.count("\n") == 1, err

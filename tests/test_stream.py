@@ -13,8 +13,8 @@ import pytest
 from pathlib import Path
 
 import mixlib
-from mixlib.stream import _at_line, _tmp_owner, check_chunks, merge_mixing, parse_shard, stream_mixing, writer_lock
-from mixlib.texts import read_texts
+from mixlib.stream import _tmp_owner, check_chunks, merge_mixing, parse_shard, stream_mixing, writer_lock
+from mixlib.texts import at_line, read_texts
 from mixlib.widgets import load_sentence_pairs
 
 
@@ -93,10 +93,10 @@ def test_a_bad_line_is_named_by_its_line_in_the_file(tiny_enc, tmp_path):
     with pytest.raises(ValueError, match=r"t.txt, line 51: .*nothing to tokenize"):
         stream_mixing(tiny_enc, path, tmp_path / "o", chunk_size=16)
     # an error the library raises inside a chunk names the file's line, not texts[j]
-    err = _at_line(ValueError("texts[2] has no ordinary token to mask."), path, [4, 9, 17])
+    err = at_line(ValueError("texts[2] has no ordinary token to mask."), path, [4, 9, 17])
     assert str(err) == f"{path}, line 17: has no ordinary token to mask."
     other = ValueError("something else")
-    assert _at_line(other, path, [1]) is other
+    assert at_line(other, path, [1]) is other
 
 
 @pytest.fixture(scope="module")
