@@ -208,27 +208,40 @@ def check_out(value: str) -> Path:
 
 class _OneWriter:
     """A lock on ``--out`` held from before the model loads until the output is in place: a second run into
-    the same folder is refused in one line. The lock file (``.<name>.mixlib-lock`` next to the folder) is
-    removed when the run ends."""
+    the same folder is refused in one line.
+
+    The lock file is named by the folder's absolute path (so ``a/x`` and ``b/x`` never share one, and a folder
+    whose parents appear meanwhile keeps its lock) and lives in mixlib's cache folder (``locks/``), not next
+    to ``--out``; it is left there (0 bytes), since removing a lock file another run may be opening is a race.
+    """
 
     def __init__(self, out: Path) -> None:
+        import hashlib
+
         from filelock import FileLock, Timeout
 
-        anchor = out.parent
-        while not anchor.is_dir():
-            anchor = anchor.parent
-        self.path = anchor / f".{out.name}.mixlib-lock"
-        self.lock = FileLock(self.path, timeout=0)
-        try:
-            self.lock.acquire()
-        except Timeout:
-            _bad(f"--out {out}: another python -m mixlib run is writing into it now; wait for it to finish, "
-                 "or give another --out.")
+        from .cache import cache_dir
+
+        key = hashlib.sha256(os.fsencode(out.expanduser().resolve())).hexdigest()[:32]
+        self.lock = None
+        for folder in (cache_dir() / "locks", Path(tempfile.gettempdir()) / f"mixlib-locks-{os.getuid()}"):
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                lock = FileLock(folder / f"out-{key}.lock", timeout=0)
+                lock.acquire()
+            except Timeout:
+                _bad(f"--out {out}: another python -m mixlib run is writing into it now; wait for it to finish, "
+                     "or give another --out.")
+            except OSError:
+                continue
+            self.lock = lock
+            return
+        print(f"warning: no folder for the lock on --out {out} could be written (set MIXLIB_CACHE to a writable "
+              "folder); a second run into it at the same time would not be stopped.", file=sys.stderr)
 
     def release(self) -> None:
-        with contextlib.suppress(OSError):
-            self.path.unlink()  # while still held, so that no run locks a file that is about to go
-        self.lock.release()
+        if self.lock is not None:
+            self.lock.release()
 
 
 class _Out:

@@ -464,10 +464,13 @@ def check_chunks(out: str | os.PathLike, *, allow_partial: bool = False) -> dict
     files = {}
     for f in sorted(out.glob("chunk-*.parquet")):
         name_k = f.stem.split("-", 1)[1]
+        if not re.fullmatch(r"\d{7,}", name_k):
+            raise ValueError(f"{f.name} is not named as stream-mixing names its files (chunk-NNNNNNN.parquet): a copy? "
+                             "Remove it, or move it out of the folder.")
         stamp = _stamp_of(f)
-        if not name_k.isdigit() or stamp is None:
-            why = "is unreadable (cut short?) or carries no mixlib stamp"
-            raise ValueError(f"{f.name} {why}; run the same stream-mixing command again to rewrite it, or remove it.")
+        if stamp is None:
+            raise ValueError(f"{f.name} is unreadable (cut short?) or carries no mixlib stamp; run the same stream-mixing "
+                             "command again to rewrite it, or remove it.")
         k = int(name_k)
         if stamp.get("run") != run_fingerprint(meta):
             raise ValueError(f"{f.name} comes from another run (another model, weights, options or text file than "

@@ -466,7 +466,6 @@ def test_stream_mixing_in_two_shards_then_merge_equals_mixing(tmp_path, capsys, 
         b = pd.read_csv(whole / f, index_col=0)
         pd.testing.assert_frame_equal(a, b, check_names=False, atol=1e-4, check_dtype=False)
     assert json.loads((merged / "run.json").read_text(encoding="utf-8"))["partial"] is False
-    assert not list(tmp_path.glob(".*mixlib-lock")), "the lock on --out is removed when the run ends"
 
     # issue 20: a chunk file lost -> merge refuses in one line (exit 2) unless --allow-partial, which says so
     (chunks / "chunk-0000001.parquet").unlink()
@@ -700,9 +699,17 @@ def test_a_second_run_into_the_same_out_is_refused_before_the_model_loads(tmp_pa
             assert cli.main([*command, "--out", str(out), "--device", "cpu"]) == 2
             err = capsys.readouterr().err
             assert "another python -m mixlib run is writing into it now" in err and err.count("\n") == 1, err
+        # the lock is the folder's, by its absolute path: another folder of the same name is free (issue 20 review)
+        other = cli._OneWriter(tmp_path / "elsewhere" / "mixing")
+        other.release()
+        (tmp_path / "results").mkdir()  # a parent that appears meanwhile does not move the lock
+        with pytest.raises(cli.UsageError, match="another python -m mixlib run"):
+            cli._OneWriter(out)
     finally:
         first.release()
-    assert not list(tmp_path.rglob("*mixlib-lock")) and not out.exists()
+    again = cli._OneWriter(out)  # released: free again
+    again.release()
+    assert not list(tmp_path.rglob("*.lock")) and not out.exists()  # nothing left next to --out
 
 
 def test_an_error_about_a_text_names_its_line_in_the_file(tmp_path, capsys, packaged_enc, monkeypatch):

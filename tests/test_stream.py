@@ -145,6 +145,10 @@ def test_merge_refuses_foreign_renamed_and_duplicated_chunks(tiny_enc, corpus, r
     (out / "chunk-0000009.parquet").write_bytes((out / "chunk-0000001.parquet").read_bytes())
     with pytest.raises(ValueError, match=r"chunk-0000009.parquet holds chunk 1"):
         merge_mixing(out)
+    out = _copy(run8, tmp_path, "copied")  # a file manager's copy next to the original
+    (out / "chunk-0000001 (1).parquet").write_bytes((out / "chunk-0000001.parquet").read_bytes())
+    with pytest.raises(ValueError, match=r"chunk-0000001 \(1\).parquet is not named as stream-mixing names its files"):
+        merge_mixing(out)
     out = _copy(run8, tmp_path, "cut")
     (out / "chunk-0000004.parquet").write_bytes(b"PAR1 cut short")
     with pytest.raises(ValueError, match=r"chunk-0000004.parquet is unreadable"):
