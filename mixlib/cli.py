@@ -45,12 +45,20 @@ import signal
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
 from .paths import follow_umask, pid_alive
+
+
+def special_tokens_as_text(tokenizer: Any, enabled: bool = True) -> Any:
+    """:func:`mixlib.data.special_tokens_as_text` (kept here for callers of the CLI module)."""
+    from .data import special_tokens_as_text as context
+
+    return context(tokenizer, enabled)
 
 __all__ = ["main", "build_parser", "read_texts", "paper_comparison", "special_tokens_as_text", "UsageError"]
 
@@ -118,38 +126,6 @@ def read_texts(path: str | Path, *, header: bool | None = None) -> list[str | tu
     from .texts import read_texts as read
 
     return read(Path(path).expanduser(), header=header)
-
-
-@contextmanager
-def special_tokens_as_text(tokenizer: Any, enabled: bool = True) -> Iterator[None]:
-    """While active, the tokenizer reads ``[MASK]``, ``[SEP]``, ``[CLS]`` ... in the input as plain text.
-
-    Hugging Face tokenizers turn the literal string ``[MASK]`` in a text into
-    the mask token; a corpus that mentions ``[MASK]`` would then be analysed
-    with masks nobody chose. This sets the tokenizer's ``split_special_tokens``
-    (``[MASK]`` becomes ``[``, ``mask``, ``]`` for BERT) and restores it on
-    exit; the ``[CLS]``/``[SEP]`` that the tokenizer adds itself stay special.
-    It checks that the setting takes effect and raises ``ValueError`` if this
-    tokenizer ignores it.
-    """
-    if not enabled:
-        yield
-        return
-    old = getattr(tokenizer, "split_special_tokens", None)
-    if old is None:
-        raise ValueError(f"the tokenizer {type(tokenizer).__name__} cannot read special tokens as text "
-                         "(no split_special_tokens); upgrade transformers or pass --keep-special-tokens.")
-    tokenizer.split_special_tokens = True
-    try:
-        literal = " ".join(t for t in (tokenizer.mask_token, tokenizer.sep_token, tokenizer.cls_token) if t)
-        ids = tokenizer(literal, add_special_tokens=False)["input_ids"]
-        specials = set(tokenizer.all_special_ids)
-        if any(i in specials for i in ids):
-            raise ValueError(f"the tokenizer {type(tokenizer).__name__} still reads {literal!r} as special tokens; "
-                             "upgrade transformers or pass --keep-special-tokens.")
-        yield
-    finally:
-        tokenizer.split_special_tokens = old
 
 
 # ---------------------------------------------------------------------------
@@ -397,7 +373,7 @@ def _check_stream_args(args: argparse.Namespace) -> None:
             _bad(str(err))
         given = {"texts": texts.name, "n_texts": args.n_texts, "texts_sha256": digest.hexdigest(), "chunk_size": args.chunk_size,
                  "rate": args.rate, "seed": args.seed, "count": args.mask_count, "max_length": args.max_length,
-                 "header": bool(args.header)}
+                 "header": bool(args.header), "keep_special_tokens": False}
         diff = {k: f"{_short(old.get(k))} recorded, {_short(v)} given" for k, v in given.items() if old.get(k) != v}
         if diff:
             _bad(f"--out {args.out} holds chunks of a run with other options or texts "
@@ -523,10 +499,11 @@ def paper_comparison(ratio: Any, summary: Any, model: str) -> tuple[Any, Any]:
 def _masked(args: argparse.Namespace, enc: Any) -> dict[str, Any]:
     """The masked batch of --texts; an error about ``texts[j]`` names the file's line."""
     from .data import mask_tokens
-    from .texts import at_line
+    from .texts import at_line, warnings_at_lines
 
     try:
-        with special_tokens_as_text(enc.tokenizer, not args.keep_special_tokens):
+        lines = (Path(args.texts).expanduser(), args.texts_lines)
+        with special_tokens_as_text(enc.tokenizer, not args.keep_special_tokens), warnings_at_lines(*lines):
             return mask_tokens(enc, args.texts_list, rate=args.rate, seed=args.seed, max_length=args.max_length,
                                count=args.mask_count)
     except ValueError as err:
@@ -743,10 +720,9 @@ def cmd_stream_mixing(args: argparse.Namespace, enc: Any) -> None:
     from .stream import stream_mixing
 
     t0 = time.perf_counter()
-    with special_tokens_as_text(enc.tokenizer):  # '[MASK]' in a text is text, as in mixing
-        res = stream_mixing(enc, Path(args.texts).expanduser(), args.out, chunk_size=args.chunk_size, shard=args.shard,
-                            rate=args.rate, seed=args.seed, count=args.mask_count, max_length=args.max_length,
-                            batch_size=args.batch_size, header=args.header, progress=None)
+    res = stream_mixing(enc, Path(args.texts).expanduser(), args.out, chunk_size=args.chunk_size, shard=args.shard,
+                        rate=args.rate, seed=args.seed, count=args.mask_count, max_length=args.max_length,
+                        batch_size=args.batch_size, header=args.header, progress=None)  # '[MASK]' in a text is text
     _write_atomic(args.out / "run.json", json.dumps(
         {**_card(enc, args), "texts_in_file": args.n_texts, "chunks_written": list(res.written),
          "chunks_skipped": list(res.skipped), "sequences_written": res.n_sequences}, ensure_ascii=False, indent=2))
@@ -910,6 +886,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # --help (0) or an option argparse rejects (2, one line already printed)
         return exit_.code if isinstance(exit_.code, int) else 2
     prog = f"python -m mixlib {args.command}"
+    shown = warnings.showwarning
+
+    def one_line(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        print(f"{prog}: warning: {_one_line(message)}", file=sys.stderr)  # not Python's two lines with source
+
+    warnings.showwarning = one_line
     out: _Out | None = None
     writer: _OneWriter | None = None
     previous = None
@@ -948,5 +930,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             out.discard()
         if writer is not None:
             writer.release()
+        warnings.showwarning = shown
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

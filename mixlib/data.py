@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,8 @@ import torch
 
 from .texts import has_content
 
-__all__ = ["PAD_CATEGORY", "PUNCTUATION", "MASK_COUNTS", "tokenize", "mask_count", "mask_tokens", "token_categories", "category_names"]
+__all__ = ["PAD_CATEGORY", "PUNCTUATION", "MASK_COUNTS", "tokenize", "mask_count", "mask_tokens", "token_categories", "category_names",
+           "special_tokens_as_text"]
 
 #: Category given to padding positions (never counted in any statistic).
 PAD_CATEGORY = "[PAD]"
@@ -366,3 +368,35 @@ def token_categories(enc: Any, input_ids: Any, attention_mask: Any = None) -> np
     elif tok.pad_token_id is not None:
         cats[np_ids == int(tok.pad_token_id)] = PAD_CATEGORY
     return cats.astype(str)
+
+
+@contextmanager
+def special_tokens_as_text(tokenizer: Any, enabled: bool = True) -> Iterator[None]:
+    """While active, the tokenizer reads ``[MASK]``, ``[SEP]``, ``[CLS]`` ... in the input as plain text.
+
+    Hugging Face tokenizers turn the literal string ``[MASK]`` in a text into
+    the mask token; a corpus that mentions ``[MASK]`` would then be analysed
+    with masks nobody chose. This sets the tokenizer's ``split_special_tokens``
+    (``[MASK]`` becomes ``[``, ``mask``, ``]`` for BERT) and restores it on
+    exit; the ``[CLS]``/``[SEP]`` that the tokenizer adds itself stay special.
+    It checks that the setting takes effect and raises ``ValueError`` if this
+    tokenizer ignores it.
+    """
+    if not enabled:
+        yield
+        return
+    old = getattr(tokenizer, "split_special_tokens", None)
+    if old is None:
+        raise ValueError(f"the tokenizer {type(tokenizer).__name__} cannot read special tokens as text "
+                         "(no split_special_tokens); upgrade transformers or pass --keep-special-tokens.")
+    tokenizer.split_special_tokens = True
+    try:
+        literal = " ".join(t for t in (tokenizer.mask_token, tokenizer.sep_token, tokenizer.cls_token) if t)
+        ids = tokenizer(literal, add_special_tokens=False)["input_ids"]
+        specials = set(tokenizer.all_special_ids)
+        if any(i in specials for i in ids):
+            raise ValueError(f"the tokenizer {type(tokenizer).__name__} still reads {literal!r} as special tokens; "
+                             "upgrade transformers or pass --keep-special-tokens.")
+        yield
+    finally:
+        tokenizer.split_special_tokens = old

@@ -455,7 +455,7 @@ def _from_pretrained(path_or_name: str, *, local_only: bool) -> tuple[Any, Any, 
             local_files_only=local_only,
             output_loading_info=True,
         )
-    _check_loading_info(info, path_or_name, config)
+    _check_loading_info(info, path_or_name, config, getattr(model, "base_model_prefix", ""))
     tokenizer = AutoTokenizer.from_pretrained(path_or_name, local_files_only=local_only)
     return model, tokenizer, family
 
@@ -465,14 +465,15 @@ def _from_pretrained(path_or_name: str, *, local_only: bool) -> tuple[Any, Any, 
 _UNUSED = ("pooler.", "cls.", "lm_head.", "discriminator_predictions.", "generator_")
 
 
-def _check_loading_info(info: dict[str, Any], where: str, config: Any) -> None:
+def _check_loading_info(info: dict[str, Any], where: str, config: Any, prefix: str = "") -> None:
     """A config.json that describes another model than the weights (more or fewer layers, other names) is an
     error, not a model whose missing tensors transformers filled with random numbers."""
     def natural(key: str) -> list[Any]:  # encoder.layer.6 before encoder.layer.10
         return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", key)]
 
     missing = sorted((k for k in info.get("missing_keys", ()) if not k.startswith(_UNUSED)), key=natural)
-    extra = sorted((k for k in info.get("unexpected_keys", ()) if k.startswith(("embeddings.", "encoder."))), key=natural)
+    ours = ("embeddings.", "encoder.") + ((f"{prefix}.embeddings.", f"{prefix}.encoder.") if prefix else ())
+    extra = sorted((k for k in info.get("unexpected_keys", ()) if k.startswith(ours)), key=natural)
     if not missing and not extra:
         return
     layers = getattr(config, "num_hidden_layers", "?")
@@ -526,7 +527,17 @@ def _is_weights_error(err: Exception) -> bool:
             or err.__class__.__name__ in {"SafetensorError", "HeaderTooLarge", "HeaderTooSmall"})
 
 
+def _check_finite(model: Any, where: str) -> None:
+    """Weights holding NaN or inf are one line here, not a self-check failure blamed on the model's design later."""
+    for name, p in model.named_parameters():
+        if not bool(torch.isfinite(p).all()):
+            bad = int((~torch.isfinite(p)).sum())
+            raise OSError(f"{where}: the weights hold {bad} non-finite value(s) (NaN or inf) in {name}; the file is "
+                          "damaged, or the model diverged in training: save or download it again.")
+
+
 def _finish(model: Any, tokenizer: Any, family: Family, *, name: str, source: str, requested: str, device: torch.device) -> Encoder:
+    _check_finite(model, requested)
     model.eval()
     model.float()
     model.to(device)

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from .paths import follow_umask, pid_alive
-from .texts import at_line, header_default, iter_texts
+from .texts import at_line, header_default, iter_texts, warnings_at_lines
 
 __all__ = ["stream_mixing", "merge_mixing", "check_chunks", "StreamResult", "parse_shard"]
 
@@ -216,6 +216,7 @@ _META_CHECKS: dict[str, Any] = {
     "count": lambda v: v in ("floor", "round"),
     "max_length": lambda v: type(v) is int and v >= 1,
     "header": lambda v: type(v) is bool,
+    "keep_special_tokens": lambda v: type(v) is bool,
     "fields": lambda v: v == list(FIELDS),
 }
 
@@ -227,8 +228,8 @@ def read_meta(out: str | os.PathLike) -> dict[str, Any]:
         meta = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"{Path(out)} has no {META}: it is not the output folder of `python -m mixlib stream-mixing`.") from None
-    except (OSError, ValueError) as err:
-        raise ValueError(f"{p} cannot be read as JSON ({err}); remove the folder's {META} and chunk files to start over, "
+    except (OSError, ValueError, RecursionError) as err:
+        raise ValueError(f"{p} cannot be read as JSON ({type(err).__name__}); remove the folder's {META} and chunk files to start over, "
                          "or use another folder.") from None
     if isinstance(meta, dict) and meta and not {"weights_sha256", "texts_sha256", "n_texts"} & meta.keys():
         raise ValueError(f"{p} has no fingerprint (written by an older mixlib), so the chunks cannot be checked; "
@@ -312,6 +313,7 @@ def stream_mixing(
     max_length: int = 128,
     batch_size: int = 32,
     header: bool | None = None,
+    keep_special_tokens: bool = False,
     progress: bool | None = None,
 ) -> StreamResult:
     """Decompose every text of a file, chunk by chunk, into Parquet files (see the module docstring).
@@ -335,6 +337,10 @@ def stream_mixing(
     header : bool, optional
         The file's first (non-comment) line names its columns (default: True
         for ``*.tsv`` files); the rules are :mod:`mixlib.texts`'.
+    keep_special_tokens : bool, default False
+        Read ``[MASK]``, ``[SEP]``, ``[CLS]`` written in a text as the special
+        tokens; by default they are text (:func:`mixlib.data.special_tokens_as_text`),
+        as in ``python -m mixlib mixing``. Recorded in ``stream.json``.
     progress : bool or None
         tqdm bar over chunks; None shows it when stderr is a terminal.
 
@@ -342,7 +348,7 @@ def stream_mixing(
     -------
     StreamResult
     """
-    from .data import mask_tokens
+    from .data import mask_tokens, special_tokens_as_text
     from .mixing import decompose
 
     _need_pyarrow()
@@ -358,7 +364,8 @@ def stream_mixing(
     out.mkdir(parents=True, exist_ok=True)
     meta = {"model": enc.name, "weights_sha256": weights_digest(enc.model), "texts": Path(texts).name,
             "texts_sha256": texts_sha, "n_texts": n_texts, "chunk_size": int(chunk_size), "rate": float(rate),
-            "seed": int(seed), "count": count, "max_length": int(max_length), "header": bool(header), "fields": list(FIELDS)}
+            "seed": int(seed), "count": count, "max_length": int(max_length), "header": bool(header),
+            "keep_special_tokens": bool(keep_special_tokens), "fields": list(FIELDS)}
     from tqdm.auto import tqdm
     import sys
 
@@ -390,7 +397,9 @@ def stream_mixing(
                     bar.update(1)
                     continue
                 try:
-                    batch = mask_tokens(enc, chunk, rate=rate, seed=seed, max_length=max_length, count=count, first_index=first)
+                    with special_tokens_as_text(enc.tokenizer, not keep_special_tokens), warnings_at_lines(texts, lines):
+                        batch = mask_tokens(enc, chunk, rate=rate, seed=seed, max_length=max_length, count=count,
+                                            first_index=first)
                 except ValueError as err:
                     raise at_line(err, texts, lines) from None
                 batch.pop("masked", None)
@@ -462,16 +471,24 @@ def check_chunks(out: str | os.PathLike, *, allow_partial: bool = False) -> dict
     meta = read_meta(out)
     n_chunks = -(-meta["n_texts"] // meta["chunk_size"])
     files = {}
+    stamps = {}
     for f in sorted(out.glob("chunk-*.parquet")):
         name_k = f.stem.split("-", 1)[1]
-        if not re.fullmatch(r"\d{7,}", name_k):
+        if not re.fullmatch(r"[0-9]+", name_k) or f.name != _chunk_file(out, int(name_k)).name:
             raise ValueError(f"{f.name} is not named as stream-mixing names its files (chunk-NNNNNNN.parquet): a copy? "
                              "Remove it, or move it out of the folder.")
         stamp = _stamp_of(f)
         if stamp is None:
             raise ValueError(f"{f.name} is unreadable (cut short?) or carries no mixlib stamp; run the same stream-mixing "
                              "command again to rewrite it, or remove it.")
-        k = int(name_k)
+        stamps[f] = stamp
+    runs = {stamp.get("run") for stamp in stamps.values()}
+    if len(stamps) > 1 and len(runs) == 1 and run_fingerprint(meta) not in runs:
+        raise ValueError(f"{META} does not describe its chunk files: all {len(stamps)} of them come from one run, and "
+                         f"{META} from another; it was edited or replaced. Restore it, or run stream-mixing again into a "
+                         "new folder.")
+    for f, stamp in stamps.items():
+        k = int(f.stem.split("-", 1)[1])
         if stamp.get("run") != run_fingerprint(meta):
             raise ValueError(f"{f.name} comes from another run (another model, weights, options or text file than "
                              f"{META} records); remove it, or run stream-mixing again to rewrite it.")

@@ -30,11 +30,13 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
+import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["iter_texts", "read_texts", "has_content", "header_default", "at_line"]
+__all__ = ["iter_texts", "read_texts", "has_content", "header_default", "at_line", "warnings_at_lines"]
 
 Text = str | tuple[str, str]
 
@@ -176,9 +178,27 @@ def read_texts(path: str | os.PathLike, *, header: bool | None = None) -> list[T
     return [text for _, text in iter_texts(path, header=header)]
 
 
+def _texts_index(path: str | os.PathLike, lines: list[int]) -> Any:
+    def name(match: re.Match) -> str:
+        j = int(match.group(1))
+        return f"line {lines[j]} of {path}" if j < len(lines) else match.group(0)
+
+    return name
+
+
 def at_line(err: ValueError, path: str | os.PathLike, lines: list[int]) -> ValueError:
     """A library error that names ``texts[j]`` (a text's place in a list), renamed to the line of the file it came from."""
     match = re.match(r"texts\[(\d+)\]", str(err))
     if not match or int(match.group(1)) >= len(lines):
-        return err
+        return ValueError(re.sub(r"texts\[(\d+)\]", _texts_index(path, lines), str(err))) if "texts[" in str(err) else err
     return ValueError(f"{path}, line {lines[int(match.group(1))]}:" + str(err)[match.end():])
+
+
+@contextmanager
+def warnings_at_lines(path: str | os.PathLike, lines: list[int]) -> Iterator[None]:
+    """Warnings raised inside (e.g. "... longer than max_length, e.g. texts[3]") name the file's line instead."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for w in caught:
+        warnings.warn(re.sub(r"texts\[(\d+)\]", _texts_index(path, lines), str(w.message)), w.category, stacklevel=3)

@@ -515,7 +515,8 @@ def test_stream_mixing_options_are_checked_before_a_model_is_loaded(tmp_path, ca
 
     record = {"model": "m", "weights_sha256": "0" * 64, "texts": "t.txt",
               "texts_sha256": hashlib.sha256(Path(texts).read_bytes()).hexdigest(), "n_texts": 1, "chunk_size": 256,
-              "rate": 0.12, "seed": 0, "count": "floor", "max_length": 128, "header": False, "fields": list(FIELDS)}
+              "rate": 0.12, "seed": 0, "count": "floor", "max_length": 128, "header": False, "keep_special_tokens": False,
+              "fields": list(FIELDS)}
     (out / "stream.json").write_text(json.dumps(record))
     (out / "chunk-0000000.parquet").write_bytes(b"a chunk of the recorded run")
     assert cli.main(["stream-mixing", "--texts", texts, "--out", str(out), "--device", "cpu", "--seed", "1"]) == 2
@@ -725,3 +726,11 @@ def test_an_error_about_a_text_names_its_line_in_the_file(tmp_path, capsys, pack
         assert cli.main([command, *MODEL, "--texts", texts, "--out", str(tmp_path / command)]) == 2
         err = capsys.readouterr().err
         assert "t.txt, line 4: has no ordinary token to mask" in err and err.count("\n") == 1, err
+
+
+def test_warnings_are_one_line_naming_the_file_line(tmp_path, capsys, packaged_enc):
+    texts = _texts(tmp_path, "# c\nShort.\n" + "a long text " * 20 + "\nShort again.\n")
+    assert cli.main(["mixing", *MODEL, "--texts", texts, "--max-length", "8", "--out", str(tmp_path / "o")]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(err) == 1 and err[0].startswith("python -m mixlib mixing: warning: 1 of 3 text(s) are longer"), err
+    assert f"e.g. line 3 of {texts}" in err[0]

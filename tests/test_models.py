@@ -209,6 +209,24 @@ def test_a_pretraining_checkpoint_loads_without_its_heads(tmp_path, packaged_enc
     packaged_enc.tokenizer.save_pretrained(tmp_path / "pt")
     enc = load_encoder(tmp_path / "pt", device="cpu")
     torch.testing.assert_close(enc.word_embeddings(), model.bert.embeddings.word_embeddings.weight, rtol=0, atol=0)
+    # the same checkpoint (keys prefixed 'bert.') with a config.json of fewer layers: its last layer was dropped silently
+    config = json.loads((tmp_path / "pt" / "config.json").read_text())
+    config["num_hidden_layers"] = 0
+    (tmp_path / "pt" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(OSError, match=r"16 tensors of the weights have no place in the model \(e.g. bert.encoder.layer.0"):
+        load_encoder(tmp_path / "pt", device="cpu")
+
+
+def test_weights_with_nan_are_one_line_at_load(saved_copy):
+    """Issue 20 review: NaN in a weight ended in a decompose self-check traceback blaming the model's design."""
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(saved_copy / "model.safetensors")
+    name = next(k for k in weights if k.endswith("intermediate.dense.weight"))
+    weights[name][2, 3] = float("nan")
+    save_file(weights, saved_copy / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(OSError, match=rf"model: the weights hold 1 non-finite value\(s\) \(NaN or inf\) in \S*intermediate"):
+        load_encoder(saved_copy, device="cpu")
 
 
 def test_a_file_or_an_address_given_as_the_model_says_what_it_is(tmp_path, capsys):

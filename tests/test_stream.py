@@ -149,6 +149,18 @@ def test_merge_refuses_foreign_renamed_and_duplicated_chunks(tiny_enc, corpus, r
     (out / "chunk-0000001 (1).parquet").write_bytes((out / "chunk-0000001.parquet").read_bytes())
     with pytest.raises(ValueError, match=r"chunk-0000001 \(1\).parquet is not named as stream-mixing names its files"):
         merge_mixing(out)
+    out = _copy(run8, tmp_path, "eight")  # the same chunk under a name with one more digit
+    (out / "chunk-00000001.parquet").write_bytes((out / "chunk-0000001.parquet").read_bytes())
+    with pytest.raises(ValueError, match=r"chunk-00000001.parquet is not named as stream-mixing names its files"):
+        merge_mixing(out)
+    out = _copy(run8, tmp_path, "edited")  # the record edited, not the chunks: blame the record
+    meta = json.loads((out / "stream.json").read_text(encoding="utf-8"))
+    (out / "stream.json").write_text(json.dumps({**meta, "seed": 7}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"stream.json does not describe its chunk files: all 5 of them come from one run"):
+        merge_mixing(out)
+    (out / "stream.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")  # nested too deep for json
+    with pytest.raises(ValueError, match=r"stream.json cannot be read as JSON \(RecursionError\)"):
+        merge_mixing(out)
     out = _copy(run8, tmp_path, "cut")
     (out / "chunk-0000004.parquet").write_bytes(b"PAR1 cut short")
     with pytest.raises(ValueError, match=r"chunk-0000004.parquet is unreadable"):
@@ -267,3 +279,24 @@ def test_a_damaged_record_is_one_line_and_a_run_without_chunks_can_start_again(t
         for call in (lambda: merge_mixing(out), lambda: stream_mixing(tiny_enc, path, out, chunk_size=4)):
             with pytest.raises(ValueError, match=what):
                 call()
+
+
+def test_special_tokens_are_text_and_recorded_and_warnings_name_lines(tiny_enc, tmp_path):
+    """Issue 20 review: the library read '[MASK]' in a text as the mask token while the CLI read it as text, and
+    stream.json did not say which; a truncation warning named texts[j], its place in a chunk."""
+    import warnings
+
+    path = tmp_path / "t.txt"
+    path.write_text("A text with [MASK] in it.\n" + "a long one " * 30 + "\nShort.\n", encoding="utf-8")
+    out = tmp_path / "run"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stream_mixing(tiny_enc, path, out, chunk_size=2, max_length=16)
+    assert any("e.g. line 2 of" in str(w.message) for w in caught), [str(w.message) for w in caught]
+    assert json.loads((out / "stream.json").read_text(encoding="utf-8"))["keep_special_tokens"] is False
+    import pyarrow.parquet as pq
+
+    tokens = pq.read_table(out / "chunk-0000000.parquet", columns=["seq", "token"]).to_pandas()
+    assert "mask" in set(tokens[tokens.seq == 0].token)  # '[MASK]' read as '[', 'mask', ']'
+    with pytest.raises(ValueError, match=r"keep_special_tokens: False recorded, True given"):
+        stream_mixing(tiny_enc, path, out, chunk_size=2, max_length=16, keep_special_tokens=True)
