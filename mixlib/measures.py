@@ -29,10 +29,12 @@ The five measures (fields of :class:`ContextMaps`, each ``(L, B, N, N)``):
     Row j is the breakdown of what token j receives; the ratio of analysis A
     compares ``||sum_{i != j} G_{j,i}||`` with ``||G_{j,j}||``.
 ``alti``
-    ALTI (Ferrando, Gállego & Costa-jussà, EMNLP 2022, Sec. 3): with
-    ``ỹ_j = sum_i G_{j,i}`` (the LayerNorm output without its bias terms, as in the
-    official implementation), the contribution is the L1 proximity
-    ``c_{j,i} = max(0, ||ỹ_j||_1 - ||ỹ_j - G_{j,i}||_1)``, normalised so that
+    ALTI (Ferrando, Gállego & Costa-jussà, EMNLP 2022, Sec. 3), as the authors'
+    code computes it (mt-upc/transformer-contributions, ``contributions.py``,
+    post-LN): with ``y_j = LN1(y)_j`` the first LayerNorm's real output, biases
+    included (``sum_i G_{j,i} + g1(b_O) + beta1``, checked against the module's
+    own output), the contribution is the L1 proximity
+    ``c_{j,i} = max(0, ||y_j||_1 - ||y_j - G_{j,i}||_1)``, normalised so that
     ``sum_i c_{j,i} = 1``.
 ``globenc``
     GlobEnc (Modarressi, Fayyaz, Yaghoobzadeh & Pilehvar, NAACL 2022, Sec. 3):
@@ -41,10 +43,13 @@ The five measures (fields of :class:`ContextMaps`, each ``(L, B, N, N)``):
     ``FFN(z_j) + z_j``). The FFN itself is not decomposed: its contribution is
     left out, as in the paper.
 
-Across layers (:meth:`ContextMaps.rollout`): attention rollout (Abnar &
-Zuidema, ACL 2020, eq. 1) multiplies ``0.5 * A + 0.5 * I`` layer after layer;
-ALTI and GlobEnc roll out their own row-normalised maps the same way
-(``R^(l) = C^(l) R^(l-1)``).
+Across layers (:meth:`ContextMaps.rollout`), ``R^(l) = C^(l) R^(l-1)`` with
+each method's own ``C``, as its authors aggregate: attention rollout (Abnar &
+Zuidema, ACL 2020, eq. 1) uses ``0.5 * A + 0.5 * I``; ALTI its own map (rows
+already sum to 1); GlobEnc the raw ``N_Enc`` maps, not normalised (the
+authors' ``modeling_bert.py`` and ``attention_rollout.py``). ``normalize=True``
+scales every layer's rows to sum 1 first, a variant for comparing methods on
+one scale that GlobEnc's authors do not use.
 
 Memory: the (n, n, D) tensor of all ``T_{j,i}`` never exists for a whole batch;
 it is built for one sequence and a block of receiving tokens at a time
@@ -76,10 +81,10 @@ MEASURES: dict[str, str] = {
     "attention": "attention weights, mean over heads",
     "norm": "Kobayashi et al. 2020: ||sum_h alpha f(x)||",
     "attn_res_ln": "Kobayashi et al. 2021: ||g(alpha f(x) [+ x])|| (AttnResLn)",
-    "alti": "Ferrando et al. 2022: ALTI contributions",
+    "alti": "Ferrando et al. 2022: ALTI, L1 proximity of each part to the first LayerNorm's output (biases included)",
     "globenc": "Modarressi et al. 2022: GlobEnc N_enc (second LayerNorm, FFN left out)",
 }
-#: Measures whose rows sum to 1 and that :meth:`ContextMaps.rollout` aggregates.
+#: Measures that :meth:`ContextMaps.rollout` aggregates over layers, each as its authors do.
 ROLLOUT_MEASURES = ("attention", "alti", "globenc")
 #: Floats per block of T_{j,i} (one sequence x a block of receiving tokens x N x D).
 BLOCK_ELEMENTS = 1 << 21
@@ -116,28 +121,34 @@ class ContextMaps:
         n = int(self.attention_mask[b].sum())
         return self[name][self.row(layer), b, :n, :n].numpy()
 
-    def rollout(self, name: str) -> torch.Tensor:
-        """Aggregate a row-normalised measure over layers: ``R^(l) = C^(l) R^(l-1)``.
+    def rollout(self, name: str, *, normalize: bool | None = None) -> torch.Tensor:
+        """Aggregate a measure over layers as its authors do: ``R^(l) = C^(l) R^(l-1)``.
 
         ``attention`` uses ``C = 0.5 A + 0.5 I`` (Abnar & Zuidema 2020, eq. 1);
-        ``alti`` and ``globenc`` use their own maps with rows normalised to 1.
-        Needs consecutive layers from 0. Returns ``(L, B, N, N)``; row l is the
-        aggregate up to and including layer ``layers[l]``.
+        ``alti`` its own map (rows sum to 1); ``globenc`` the raw ``N_Enc``
+        maps, not normalised, as Modarressi et al.'s code multiplies them.
+        ``normalize=True`` scales each layer's rows to sum 1 before multiplying
+        (for ``globenc`` a variant for comparing on one scale, not the
+        authors'); ``False`` never scales. Needs consecutive layers from 0.
+        Returns ``(L, B, N, N)`` float64; row l is the aggregate up to and
+        including layer ``layers[l]``.
         """
         if name not in ROLLOUT_MEASURES:
             raise ValueError(f"rollout is defined for {ROLLOUT_MEASURES}; got {name!r}.")
         if self.layers != tuple(range(len(self.layers))):
             raise ValueError(f"rollout needs layers 0..k in order; these maps have {list(self.layers)}.")
         real = self.attention_mask.bool()  # (B, N)
-        both = (real[:, :, None] & real[:, None, :]).float()  # (B, N, N)
-        eye = torch.eye(real.shape[1]).expand_as(both) * both
-        out = torch.empty_like(self[name])
+        both = (real[:, :, None] & real[:, None, :]).double()  # (B, N, N)
+        eye = torch.eye(real.shape[1], dtype=torch.float64).expand_as(both) * both
+        # float64: GlobEnc's raw products grow like (row sum)^layers, past float32's range for long inputs
+        out = torch.empty(self[name].shape, dtype=torch.float64)
         acc = eye.clone()
         for li in range(len(self.layers)):
-            c = torch.nan_to_num(self[name][li]) * both
+            c = torch.nan_to_num(self[name][li].double()) * both
             if name == "attention":
                 c = 0.5 * c + 0.5 * eye
-            c = c / c.sum(-1, keepdim=True).clamp_min(1e-12) * real[:, :, None]
+            if normalize if normalize is not None else name != "globenc":
+                c = c / c.sum(-1, keepdim=True).clamp_min(1e-12) * real[:, :, None]
             acc = torch.bmm(c, acc)
             out[li] = acc.masked_fill(~both.bool(), float("nan"))
         return out
@@ -145,11 +156,12 @@ class ContextMaps:
 
 def _block_maps(
     alpha: torch.Tensor, f: torch.Tensor, x: torch.Tensor, scale1: torch.Tensor, gamma2: torch.Tensor,
-    inv_s2: torch.Tensor, real: torch.Tensor, out: dict[str, torch.Tensor], j0: int, j1: int,
+    inv_s2: torch.Tensor, real: torch.Tensor, out: dict[str, torch.Tensor], j0: int, j1: int, ln1_out: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows j0:j1 of one sequence's maps; returns (sum_i T_{j,i}, sum_i G_{j,i}) for the self-checks.
 
-    alpha (H, n, n), f (H, n, D), x (n, D), scale1 (n, D) = gamma1 / s1(j), inv_s2 (n, 1), real (n,) bool.
+    alpha (H, n, n), f (H, n, D), x (n, D), scale1 (n, D) = gamma1 / s1(j), inv_s2 (n, 1), real (n,) bool,
+    ln1_out (blk, D) the first LayerNorm's own output for rows j0:j1 (ALTI's resultant).
     """
     t = torch.einsum("hjn,hnd->jnd", alpha[:, j0:j1], f)  # (blk, n, D): T_{j,i}
     out["norm"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
@@ -160,9 +172,9 @@ def _block_maps(
     t *= scale1[j0:j1, None, :]  # G_{j,i}
     t.masked_fill_(~real[None, :, None], 0.0)  # padding senders contribute nothing
     out["attn_res_ln"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
-    y = t.sum(1)  # (blk, D): ỹ_j
-    dist = (y[:, None, :] - t).abs().sum(-1)  # (blk, n): ||ỹ_j - G_{j,i}||_1
-    c = (y.abs().sum(-1, keepdim=True) - dist).clamp_min_(0.0) * real[None, :]
+    y = t.sum(1)  # (blk, D): sum_i G_{j,i}, checked by the caller: + g1(b_O) + beta1 = ln1_out
+    dist = (ln1_out[:, None, :] - t).abs().sum(-1)  # (blk, n): ||y_j - G_{j,i}||_1, y_j the real LayerNorm output
+    c = (ln1_out.abs().sum(-1, keepdim=True) - dist).clamp_min_(0.0) * real[None, :]
     out["alti"][j0:j1] = c / c.sum(-1, keepdim=True).clamp_min(1e-30)
     t -= t.mean(-1, keepdim=True)
     t *= gamma2
@@ -287,7 +299,8 @@ def context_maps(
                 step = max(1, BLOCK_ELEMENTS // max(1, n * D))
                 for j0 in range(0, nr, step):
                     j1 = min(nr, j0 + step)
-                    t_sum, y = _block_maps(alpha[bi], f[bi], got["x"][bi], scale1, g2, inv_s2[bi], real[bi], out, j0, j1)
+                    t_sum, y = _block_maps(alpha[bi], f[bi], got["x"][bi], scale1, g2, inv_s2[bi], real[bi], out, j0, j1,
+                                           got["ln1_out"][bi, j0:j1])
                     e1 = float((t_sum - (got["attn_out"][bi, j0:j1] - bo)).abs().max())
                     bias = (bo - bo.mean()) * scale1[j0:j1] + beta1
                     e2 = float((y + bias - got["ln1_out"][bi, j0:j1]).abs().max())

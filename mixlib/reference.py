@@ -5,8 +5,9 @@ table or figure, model, data); nothing here is computed. Currently:
 
 ``kobayashi2021``
     Analysis A on bert-base-uncased, 992 Wikipedia sequences of Clark et al.
-    (2019), 12% masked: the pooled mixing-ratio variants (EMNLP 2021, Table 1)
-    and AttnResLn-N per layer and token category (NLP2021, Fig. 2).
+    (2019), 12% masked: the pooled mixing-ratio variants, mean/max/min (EMNLP
+    2021, Table 1, as the authors' code prints it; roberta-base too) and
+    AttnResLn-N per layer and token category (NLP2021, Fig. 2).
 ``maeda2024``
     Maeda et al. (NLP2024) on bert-base-uncased: the cluster examples
     (Table 1), the top clusters of three heads (Table 2), the clusters per
@@ -99,13 +100,29 @@ def paper_table(name: str = _DEFAULT, metric: str = "ratio") -> Any:
     return df
 
 
-def paper_summary(name: str = _DEFAULT) -> Any:
-    """The paper's pooled Table 1 in the shape of :func:`mixlib.mixing_summary` (percent; NaN where not recorded)."""
+def paper_summary(name: str = _DEFAULT, model: str | None = None) -> Any:
+    """The paper's pooled Table 1 in the shape of :func:`mixlib.mixing_summary` (percent; NaN where not recorded).
+
+    Parameters
+    ----------
+    name : str, default "kobayashi2021"
+    model : str, optional
+        The record's model (default; bert-base-uncased) or one of its
+        ``other_models`` (``"roberta-base"``).
+    """
     import pandas as pd
 
     from .mixing import RATIO_METRICS, SUMMARY_ROWS
 
-    rows = load_reference(name)["summary"]["rows"]
+    ref = load_reference(name)
+    summary = ref["summary"]
+    if model is None or model == ref["model"]:
+        rows = summary["rows"]
+    elif model in summary.get("other_models", {}):
+        rows = summary["other_models"][model]["rows"]
+    else:
+        known = [ref["model"], *summary.get("other_models", {})]
+        raise ValueError(f"the reference {name!r} has Table 1 for {', '.join(known)}; got model={model!r}.")
     index = [RATIO_METRICS[r] for r in SUMMARY_ROWS]
     df = pd.DataFrame(
         {stat: [float(rows.get(v, {}).get(stat, float("nan"))) for v in index] for stat in ("mean", "max", "min")},

@@ -12,8 +12,10 @@ from mixlib.measures import MEASURES, context_maps, measure_agreement
 TEXTS = [("The cat sat on the mat.", "It was [MASK]."), ("A dog barked loudly at night.", "Everyone woke.")]
 
 
-def naive_maps(enc, batch):
-    """Every T_{j,i} built explicitly in float64 from the model's own weights and hidden states."""
+def naive_maps(enc, batch, *, bias_free_alti=False):
+    """Every T_{j,i} built explicitly in float64 from the model's own weights and hidden states.
+
+    ``bias_free_alti``: ALTI's resultant without g1(b_O) + beta1 (mixlib's convention before issue 21)."""
     model = enc.model
     with torch.no_grad():
         out = model(**batch, output_hidden_states=True)
@@ -54,7 +56,11 @@ def naive_maps(enc, batch):
                 T[j] = T[j] + x[b, j]
                 G = (T - T.mean(-1, keepdim=True)) / s1[b, j] * g1
                 per["attn_res_ln"][b, j, :n] = G.norm(dim=-1)
-                yt = G.sum(0)
+                # ALTI as its authors' code computes it: the resultant is the first LayerNorm's real output z_j,
+                # biases included (g1(b_O) + beta1), which the parts add up to
+                bias = (bo - bo.mean()) / s1[b, j] * g1 + beta1
+                torch.testing.assert_close(G.sum(0) + bias, z[b, j], rtol=0, atol=1e-4 if z.dtype == torch.float32 else 1e-10)
+                yt = G.sum(0) if bias_free_alti else z[b, j]
                 c = (yt.abs().sum() - (yt - G).abs().sum(-1)).clamp(min=0)
                 per["alti"][b, j, :n] = c / c.sum()
                 G2 = (G - G.mean(-1, keepdim=True)) / s2[b, j] * g2
@@ -83,6 +89,33 @@ def test_maps_match_naive_implementation(case):
     assert (cm.max_error < 1e-4).all()
 
 
+def test_maps_match_naive_implementation_in_float64(case):
+    """In float64 the maps are the definitions to rounding: ALTI with the LayerNorm's real output (issue 21)."""
+    import copy
+    import dataclasses
+
+    enc, batch = case
+    enc64 = dataclasses.replace(enc, model=copy.deepcopy(enc.model).double())
+    cm = context_maps(enc64, batch, batch_size=1, atol=1e-10)
+    ref = naive_maps(enc64, batch)
+    both = batch["attention_mask"].bool()[:, :, None] & batch["attention_mask"].bool()[:, None, :]
+    for name in MEASURES:  # the results are float32: agreement to float32 rounding, not to the float32 model's error
+        np.testing.assert_allclose(cm[name][:, both].double().numpy(), ref[name][:, both].numpy(), rtol=1e-6, atol=1e-7,
+                                   err_msg=name)
+    assert (cm.max_error < 1e-10).all()
+
+
+def test_alti_differs_from_its_bias_free_variant(packaged_enc):
+    """The convention matters: without g1(b_O) + beta1 in the resultant (mixlib's ALTI before issue 21) the map of
+    the real packaged BERT differs by far more than rounding; with it, mixlib's map is the authors' definition."""
+    batch = mixlib.tokenize(packaged_enc, ["The cat sat on the mat."])
+    cm = context_maps(packaged_enc, batch)
+    authors = naive_maps(packaged_enc, batch)["alti"].numpy()
+    bias_free = naive_maps(packaged_enc, batch, bias_free_alti=True)["alti"].numpy()
+    ours = cm["alti"].double().numpy()
+    assert np.abs(ours - authors).max() < 1e-4 < 0.05 < np.abs(ours - bias_free).max()
+
+
 def test_rows_and_decompose_agree(case):
     """ALTI rows sum to 1; the diagonal of the AttnResLn map is decompose's ||keep_attn + keep_res||."""
     enc, batch = case
@@ -105,11 +138,19 @@ def test_rollout_matches_matrix_product(case):
         a = cm.map("attention", layer)
         acc = (0.5 * a + 0.5 * np.eye(n)) @ acc
     np.testing.assert_allclose(cm.rollout("attention")[-1, 0, :n, :n].numpy(), acc, atol=1e-5)
+    # GlobEnc as its authors aggregate: the raw N_Enc maps multiplied, R^0 = N^0, R^l = N^l R^(l-1) (issue 21)
+    raw, scaled = np.eye(n), np.eye(n)
+    for layer in cm.layers:
+        g = cm.map("globenc", layer).astype(np.float64)
+        raw = g @ raw
+        scaled = (g / g.sum(1, keepdims=True)) @ scaled
+    np.testing.assert_allclose(cm.rollout("globenc")[-1, 0, :n, :n].numpy(), raw, rtol=1e-4, atol=0)
+    np.testing.assert_allclose(cm.rollout("globenc", normalize=True)[-1, 0, :n, :n].numpy(), scaled, rtol=1e-4, atol=1e-6)
+    assert not np.allclose(raw / raw.sum(1, keepdims=True), scaled, atol=1e-3)  # the two conventions rank differently
     acc = np.eye(n)
     for layer in cm.layers:
-        g = cm.map("globenc", layer)
-        acc = (g / g.sum(1, keepdims=True)) @ acc
-    np.testing.assert_allclose(cm.rollout("globenc")[-1, 0, :n, :n].numpy(), acc, rtol=1e-4, atol=1e-6)
+        acc = cm.map("alti", layer).astype(np.float64) @ acc  # ALTI's rows already sum to 1
+    np.testing.assert_allclose(cm.rollout("alti")[-1, 0, :n, :n].numpy(), acc, rtol=1e-4, atol=1e-6)
     with pytest.raises(ValueError, match="rollout is defined"):
         cm.rollout("norm")
 

@@ -43,9 +43,18 @@ def test_paper_summary():
     assert list(s.columns) == ["mean", "max", "min"]
     row = s.loc["AttnResLn-N"]
     assert row["min"] < row["mean"] < row["max"]
-    assert s["mean"].notna().all() and s.loc["Attn-W", ["max", "min"]].isna().all()
-    # AttnRes-W is Attn-W / 2 by definition; the published means agree
-    assert s.loc["AttnRes-W", "mean"] == pytest.approx(s.loc["Attn-W", "mean"] / 2, abs=0.01)
+    # issue 21: the whole table, as the authors' code prints it, with its source
+    assert s.notna().all().all() and (s["min"] < s["mean"]).all() and (s["mean"] < s["max"]).all()
+    assert s.loc["Attn-N", "min"] == 4.89 and "emnlp2021/run.ipynb" in R.source()["summary"]
+    # AttnRes-W is Attn-W / 2 by definition: means, maxima and minima agree
+    for stat in ("mean", "max", "min"):
+        assert s.loc["AttnRes-W", stat] == pytest.approx(s.loc["Attn-W", stat] / 2, abs=0.01), stat
+    r = R.paper_summary(model="roberta-base")
+    assert r.notna().all().all() and r.loc["AttnResLn-N", "mean"] == 16.24
+    for stat in ("mean", "max", "min"):
+        assert r.loc["AttnRes-W", stat] == pytest.approx(r.loc["Attn-W", stat] / 2, abs=0.01), stat
+    with pytest.raises(ValueError, match="has Table 1 for bert-base-uncased, roberta-base"):
+        R.paper_summary(model="gpt2")
 
 
 def test_compare():
