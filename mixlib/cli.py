@@ -348,7 +348,7 @@ def check_stream_out(value: str) -> Path:
 def _check_stream_args(args: argparse.Namespace) -> None:
     import hashlib
 
-    from .stream import _other_writers, _short, parse_shard, read_meta, writer_lock
+    from .stream import check_record, parse_shard, writer_lock
     from .texts import header_default, iter_texts
 
     args.out = check_stream_out(args.out)
@@ -361,23 +361,15 @@ def _check_stream_args(args: argparse.Namespace) -> None:
         args.header = header_default(texts)
     digest = hashlib.sha256()
     args.n_texts = sum(1 for _ in iter_texts(texts, header=args.header, digest=digest))  # a bad line fails now
-    if (args.out / STREAM_META).exists():  # a resume or another shard: the options and the text file must be those recorded
+    # a resume or another shard: the options and the text file must be those recorded; a live writer of this
+    # shard is refused now, not after the model has loaded
+    given = {"texts": texts.name, "n_texts": args.n_texts, "texts_sha256": digest.hexdigest(), "chunk_size": args.chunk_size,
+             "rate": args.rate, "seed": args.seed, "count": args.mask_count, "max_length": args.max_length,
+             "header": bool(args.header), "keep_special_tokens": False}
+    if args.out.is_dir():
         shard = parse_shard(args.shard)
-        with writer_lock(args.out, shard):  # a live writer of this shard: refused now, not after loading
-            pass
-        if not any(args.out.glob("chunk-*.parquet")) and not _other_writers(args.out, shard):
-            return  # a run that wrote no chunk: its record is replaced
-        try:
-            old = read_meta(args.out)
-        except ValueError as err:
-            _bad(str(err))
-        given = {"texts": texts.name, "n_texts": args.n_texts, "texts_sha256": digest.hexdigest(), "chunk_size": args.chunk_size,
-                 "rate": args.rate, "seed": args.seed, "count": args.mask_count, "max_length": args.max_length,
-                 "header": bool(args.header), "keep_special_tokens": False}
-        diff = {k: f"{_short(old.get(k))} recorded, {_short(v)} given" for k, v in given.items() if old.get(k) != v}
-        if diff:
-            _bad(f"--out {args.out} holds chunks of a run with other options or texts "
-                 f"({'; '.join(f'{k}: {d}' for k, d in diff.items())}); give the same ones to resume, or another --out.")
+        with writer_lock(args.out, shard):
+            check_record(args.out, given, shard)
 
 
 def _check_merge_args(args: argparse.Namespace) -> None:

@@ -32,6 +32,7 @@ norms of :class:`mixlib.Mixing`). Memory stays that of one chunk.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -50,8 +51,8 @@ from .texts import at_line, header_default, iter_texts, warnings_at_lines
 
 __all__ = ["stream_mixing", "merge_mixing", "check_chunks", "StreamResult", "parse_shard"]
 
-#: Per-token fields written for each layer (ratios first, then norms).
 STAMP_KEY = "mixlib"  # key of a chunk file's Parquet metadata: {"run", "chunk", "first_seq", "n_seq"}
+#: Per-token fields written for each layer (ratios first, then norms).
 FIELDS = ("ratio", "attnres_n", "attn_n", "attnres_w", "attn_w", "norm_mix", "norm_keep_attn", "norm_res", "norm_keep",
           "norm_mix_ln", "norm_keep_attn_ln", "norm_res_ln", "norm_keep_ln")
 META = "stream.json"
@@ -96,8 +97,6 @@ def _chunks(path: Any, chunk_size: int, header: bool | None, digest: Any) -> Ite
 
 def _survey(path: Any, chunk_size: int, header: bool | None) -> tuple[int, list[str], str]:
     """Check every line of the file once: (number of texts, the digest at the end of each chunk, the file's SHA-256)."""
-    import hashlib
-
     h = hashlib.sha256()
     n, marks = 0, []
     for _, _, chunk, _, mark in _chunks(path, chunk_size, header, h):
@@ -118,7 +117,7 @@ def _tmp_owner(host: str | None = None, pid: int | None = None) -> str:
 
 def _remove_dead_writers_files(out: Path) -> None:
     """Remove temporary chunk files of writers on this machine whose process is gone (never a live writer's)."""
-    here = _tmp_owner(pid=0).split("~")[0]
+    here = _tmp_owner().split("~")[0]
     for tmp in out.glob(".chunk-*.tmp"):
         owner = tmp.name.split(".")[3] if tmp.name.count(".") >= 5 else ""
         host, _, pid = owner.partition("~")
@@ -153,8 +152,6 @@ def run_fingerprint(meta: dict[str, Any]) -> str:
 
 def weights_digest(model: Any) -> str:
     """SHA-256 of a model's parameters and buffers (names, dtypes, shapes, values)."""
-    import hashlib
-
     import torch
 
     h = hashlib.sha256()
@@ -257,30 +254,35 @@ def _other_writers(out: Path, shard: tuple[int, int]) -> bool:
     return False
 
 
+def check_record(out: Path, given: dict[str, Any], shard: tuple[int, int]) -> bool:
+    """Whether ``out``'s ``stream.json`` must be (re)written for a run with the values ``given`` (all of the record,
+    or the part known before the model loads); raises ValueError, one line, when the folder holds another run.
+
+    A folder with no record, or whose run wrote no chunk (it failed on its first one) while no other shard is
+    being written, takes the new record; otherwise every given value must equal the recorded one.
+    """
+    if not (out / META).exists():
+        return True
+    if not any(out.glob("chunk-*.parquet")) and not _other_writers(out, shard):
+        return True
+    old = read_meta(out)
+    diff = [k for k, v in given.items() if old.get(k) != v]
+    if diff:
+        what = "; ".join(f"{k}: {_short(old.get(k))} recorded, {_short(given[k])} given" for k in diff)
+        raise ValueError(f"{out} holds chunks of a run with other options, model or texts ({what}); give the same ones "
+                         "to resume, or another --out folder.")
+    return False
+
+
 def _check_meta(out: Path, meta: dict, shard: tuple[int, int]) -> None:
-    """Record ``meta`` in ``out``, or check it against the record there. A record of a run that wrote no chunk
-    (it failed on its first chunk) and whose other shards are not running is replaced."""
-    p = out / META
-    if p.exists():
-        reusable = not any(out.glob("chunk-*.parquet")) and not _other_writers(out, shard)
-        try:
-            old = read_meta(out)
-        except ValueError:
-            if not reusable:
-                raise
-            old = {}
-        diff = [k for k, v in meta.items() if old.get(k) != v]
-        if not diff:
-            return
-        if not reusable:
-            what = "; ".join(f"{k}: {_short(old.get(k))} recorded, {_short(meta[k])} given" for k in diff)
-            raise ValueError(f"{out} holds a run with other options, model or texts ({what}); give the same ones to "
-                             "resume, or another --out folder.")
+    """Record ``meta`` in ``out``, or check it against the record there (:func:`check_record`)."""
+    if not check_record(out, meta, shard):
+        return
     fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{META}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(meta, fh, ensure_ascii=False, indent=1)
     follow_umask(tmp)
-    os.replace(tmp, p)
+    os.replace(tmp, out / META)
 
 
 def _short(value: Any) -> str:
@@ -376,8 +378,6 @@ def stream_mixing(
                    disable=not (progress if progress is not None else sys.stderr.isatty()))
         written, skipped, n_seq = [], [], 0
         try:
-            import hashlib
-
             def changed(k: int) -> ValueError:
                 return ValueError(f"{texts} changed while stream-mixing read it (chunk {k} on differs from the file that "
                                   "was checked); the chunks before it are kept, nothing of the changed file was written. "
@@ -483,13 +483,14 @@ def check_chunks(out: str | os.PathLike, *, allow_partial: bool = False) -> dict
                              "command again to rewrite it, or remove it.")
         stamps[f] = stamp
     runs = {stamp.get("run") for stamp in stamps.values()}
-    if len(stamps) > 1 and len(runs) == 1 and run_fingerprint(meta) not in runs:
+    fingerprint = run_fingerprint(meta)
+    if len(stamps) > 1 and len(runs) == 1 and fingerprint not in runs:
         raise ValueError(f"{META} does not describe its chunk files: all {len(stamps)} of them come from one run, and "
                          f"{META} from another; it was edited or replaced. Restore it, or run stream-mixing again into a "
                          "new folder.")
     for f, stamp in stamps.items():
         k = int(f.stem.split("-", 1)[1])
-        if stamp.get("run") != run_fingerprint(meta):
+        if stamp.get("run") != fingerprint:
             raise ValueError(f"{f.name} comes from another run (another model, weights, options or text file than "
                              f"{META} records); remove it, or run stream-mixing again to rewrite it.")
         if k >= n_chunks or stamp != _expected_stamp(meta, k):

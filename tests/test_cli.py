@@ -734,3 +734,22 @@ def test_warnings_are_one_line_naming_the_file_line(tmp_path, capsys, packaged_e
     err = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(err) == 1 and err[0].startswith("python -m mixlib mixing: warning: 1 of 3 text(s) are longer"), err
     assert f"e.g. line 3 of {texts}" in err[0]
+
+
+def test_the_out_lock_falls_back_and_then_warns(tmp_path, monkeypatch, capsys):
+    """The lock's folder: mixlib's cache, else the temp folder; where neither can be written, a warning, no lock."""
+    import tempfile
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("MIXLIB_CACHE", str(blocked))  # cache_dir()/locks cannot be made under a file
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
+    first = cli._OneWriter(tmp_path / "out")
+    assert first.lock is not None and list((tmp_path / "tmp").glob("mixlib-locks-*/out-*.lock"))
+    with pytest.raises(cli.UsageError, match="another python -m mixlib run"):
+        cli._OneWriter(tmp_path / "out")
+    first.release()
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(blocked))
+    none = cli._OneWriter(tmp_path / "out")
+    assert none.lock is None and "no folder for the lock on --out" in capsys.readouterr().err
+    none.release()

@@ -713,6 +713,13 @@ def test_float64_is_analysed_and_agrees_with_float32(packaged_enc):
         torch.testing.assert_close(c64.maps[name].float(), c32.maps[name].float(), rtol=0, atol=1e-4, equal_nan=True)
 
 
+def test_mixed_dtypes_are_refused(packaged_enc):
+    enc = _in_dtype(packaged_enc)
+    enc.module(0, "value").double()
+    with pytest.raises(ValueError, match=r"decompose: enc.model mixes dtypes \(torch.float32, torch.float64\)"):
+        mixlib.decompose(enc, mixlib.tokenize(packaged_enc, ["The cat sat on the mat."]))
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_is_refused_naming_the_dtype(packaged_enc, dtype):
     enc = _in_dtype(packaged_enc, dtype)

@@ -673,6 +673,29 @@ def test_hf_cache_is_used_without_network(tmp_path):
     assert "[mixlib]" not in proc.stdout  # no fallback notice
 
 
+def test_corrupt_weights_in_the_hf_cache_are_one_line(tmp_path):
+    """The cache route (issue 20): a cut-short model.safetensors in the Hugging Face cache is one OSError line."""
+    snap = tmp_path / "hf" / "hub" / "models--mixlib-test--cut" / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    for f in packaged_model_dir().iterdir():
+        if f.is_file() and f.suffix in {".json", ".txt"}:
+            (snap / f.name).symlink_to(f)
+    (snap / "model.safetensors").write_bytes((packaged_model_dir() / "model.safetensors").read_bytes()[:1000])
+    refs = tmp_path / "hf" / "hub" / "models--mixlib-test--cut" / "refs"
+    refs.mkdir()
+    (refs / "main").write_text("0123abcd")
+    code = """
+        import mixlib
+        try:
+            mixlib.load_encoder("mixlib-test/cut", device="cpu")
+        except OSError as err:
+            print("ERROR", err)
+    """
+    proc, _ = _run(code, env_extra={"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}, drop=OFFLINE_ENV_DROP)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ERROR 'mixlib-test/cut' in the local Hugging Face cache: the weights cannot be read (SafetensorError" in proc.stdout
+
+
 def test_from_model_rejects_decoders():
     from transformers import BertConfig, BertModel
 
