@@ -66,6 +66,7 @@ _LAZY = {
     "ClusterNull": "clusters",
     "feature_scores": "clusters",
     "feature_null": "clusters",
+    "best_head_support": "clusters",
     "FeatureNull": "clusters",
     "cluster_stability": "clusters",
     "ClusterStability": "clusters",

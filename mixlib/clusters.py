@@ -49,6 +49,7 @@ __all__ = [
     "feature_scores",
     "FeatureNull",
     "feature_null",
+    "best_head_support",
     "ClusterStability",
     "cluster_stability",
 ]
@@ -939,6 +940,56 @@ def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0
         n_draws=int(n_draws),
         seed=int(seed),
     )
+
+
+def best_head_support(psi: Any, ids: Sequence[int], *, n_boot: int = 1000, seed: int = 0,
+                      relative: bool = False) -> np.ndarray:
+    """How often each head is the best for a token set when the set is resampled: ``(L, H)`` shares.
+
+    :func:`feature_null` asks whether *some* head scores above chance for a
+    set; it does not say *which* head, and two heads with nearly equal
+    scores are not told apart by their order. This bootstraps the set
+    (``n_boot`` resamples of its tokens with replacement: ``rng =
+    numpy.random.default_rng(seed)``, counts from ``rng.multinomial(n,
+    [1/n] * n, size=n_boot)``), takes the best head of each resample by
+    :func:`feature_scores`, and returns the share of resamples each head wins.
+    A head that wins, say, 95 % or more is *the* head for the set; when two
+    heads share the wins, the reading is "one of these heads".
+
+    Parameters
+    ----------
+    psi : Stretch or numpy.ndarray, shape (L, H, V)
+    ids : sequence of int
+        Token ids of the set.
+    n_boot : int, default 1000
+    seed : int, default 0
+    relative : bool, default False
+        As in :func:`feature_scores`.
+
+    Returns
+    -------
+    numpy.ndarray, shape (L, H)
+        Shares that sum to 1.
+
+    Examples
+    --------
+    >>> psi = np.ones((1, 2, 5)); psi[0, 1, :2] = 3.0
+    >>> best_head_support(psi, [0, 1], n_boot=50).tolist()
+    [[0.0, 1.0]]
+    """
+    arr = _psi_lhv(psi)
+    L, H, _ = arr.shape
+    feature_scores(arr, ids)  # validates ids
+    idx = np.asarray(list(ids), dtype=np.int64)
+    if not isinstance(n_boot, (int, np.integer)) or isinstance(n_boot, bool) or n_boot < 1:
+        raise ValueError(f"n_boot={n_boot!r}; expected a positive integer.")
+    n = idx.size
+    sub = arr[:, :, idx].reshape(L * H, n).astype(np.float64)  # (L*H, n)
+    denom = np.nanmedian(arr.reshape(L * H, -1), axis=1) if relative else np.ones(L * H)
+    counts = np.random.default_rng(int(seed)).multinomial(n, np.full(n, 1.0 / n), size=int(n_boot))  # (n_boot, n)
+    means = (counts @ sub.T) / n / denom  # (n_boot, L*H)
+    wins = np.argmax(np.where(np.isnan(means), -np.inf, means), axis=1)
+    return (np.bincount(wins, minlength=L * H) / int(n_boot)).reshape(L, H)
 
 
 # --- stability over k-means seeds -----------------------------------------------------------------

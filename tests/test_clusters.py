@@ -395,3 +395,29 @@ def test_random_init_has_its_own_cache_key(tiny_enc, isolated_cache):
     assert not a.from_cache and not b.from_cache  # a different key, not the k-means++ result
     assert mixlib.cluster_vocab(tiny_enc, k=K, seed=0, max_iter=3, init="random").from_cache
     assert len(list(isolated_cache.glob("clusters-*.npz"))) == 2
+
+
+def test_best_head_support_vs_loop_and_ties():
+    """Shares of bootstrap wins equal a loop over the same resamples through feature_scores; near ties split the wins."""
+    rng = np.random.default_rng(3)
+    psi = rng.gamma(2.0, 1.0, size=(2, 3, 200))
+    ids = list(range(40))
+    psi[1, 2, ids] += 3.0  # a clear winner
+    share = mixlib.best_head_support(psi, ids, n_boot=200, seed=5, relative=True)
+    counts = np.random.default_rng(5).multinomial(len(ids), np.full(len(ids), 1 / len(ids)), size=200)
+    loop = np.zeros((2, 3))
+    for c in counts:
+        s = mixlib.feature_scores(psi, np.repeat(ids, c), relative=True)
+        loop[np.unravel_index(np.argmax(s), s.shape)] += 1 / 200
+    np.testing.assert_allclose(share, loop)
+    assert share.sum() == pytest.approx(1.0) and share[1, 2] > 0.95
+
+    tie = psi.copy()
+    tie[0, 0, ids] = tie[1, 2, ids] + rng.normal(0, 0.3, len(ids))  # as strong on average, different tokens
+    tie[0, 0, 40:] = tie[1, 2, 40:]
+    split = mixlib.best_head_support(tie, ids, n_boot=400, seed=0)
+    assert 0.1 < split[0, 0] < 0.9 and split[0, 0] + split[1, 2] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="n_boot"):
+        mixlib.best_head_support(psi, ids, n_boot=0)
+    with pytest.raises(ValueError, match="token ids"):
+        mixlib.best_head_support(psi, [500])

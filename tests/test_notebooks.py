@@ -6,7 +6,9 @@ and ``HF_HUB_OFFLINE=1`` (the packaged model, no network). Besides "no cell
 raised", the executed notebook must show what a reader of the static book sees:
 no "Glyph ... missing from font" warning, at least one figure in a written
 chapter, and every widget preceded by a static figure and saved in the
-notebook's widget state.
+notebook's widget state. The chapters whose self-checks go through
+``mixlib.exercise.check_answer`` run with every exercise's hidden solution
+filled in, and each check must say 正解 (the book builds them unanswered).
 
 Time per notebook is reported by ``make test`` (pytest ``--durations``); the
 fast-mode budget (≤ 25 s per notebook here) is a target, not an assertion.
@@ -30,6 +32,10 @@ ROOT = Path(__file__).resolve().parent.parent
 # The same fix `make book` uses: widget cells could otherwise stall for the whole cell timeout.
 sys.path.insert(0, str(ROOT / ".ci"))
 import nbexec_fix  # noqa: E402
+from exercise_cells import check_cells, with_solutions  # noqa: E402
+from test_exercises import CHECKED  # noqa: E402
+
+from mixlib.exercise import exercises  # noqa: E402
 
 nbexec_fix.install()
 NB_DIR = ROOT / "notebooks"
@@ -60,6 +66,8 @@ def _execute(path: Path, monkeypatch) -> nbformat.NotebookNode:
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(path, as_version=4)
+    if path.stem in CHECKED:
+        nb = with_solutions(nb)
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT,
@@ -102,6 +110,15 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch):
 
     if not placeholder:
         assert images_so_far > 0, f"{path.name} draws no figure"
+    if path.stem in CHECKED:
+        # The chapter ran with every exercise's hidden solution filled in: each check must say 正解 for every part.
+        parts = exercises()
+        wrong = {}
+        for label, i in check_cells(nb).items():
+            said = "".join(_text_of(o) for o in nb.cells[i].get("outputs", []))
+            if said.count("正解") != len(parts[label]) or "もう一度" in said or "未回答" in said:
+                wrong[label] = said.strip()[:300]
+        assert not wrong, f"{path.name}: solutions that fail their own check: {wrong}"
     if widget_models:
         state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
         missing = [m for m in widget_models if m not in state]

@@ -1,17 +1,8 @@
-"""Self-checks for the chapters' exercises that never reveal the expected answer.
+"""The verdict of one answer against one reference: 正解 / もう一度 / 未回答.
 
-Every exercise cell ends with one call::
-
-    from mixlib.exercise import check
-    check(ans_raw, cosine(x, y), name="ex-01-2 (a)", hint="平均を引く前のベクトルで計算する")
-
-``check`` prints ``正解`` when the student's answer matches the reference within
-the tolerance, ``もう一度`` plus the hint (never the reference value) when it
-does not, and ``未回答`` when the answer is still ``None``. It returns ``True``
-only for a correct answer, so a notebook can also ``assert`` it.
-
-The reference is computed in the cell from the chapter's own data; it is never
-typed in, and it is never printed.
+:func:`check` prints the verdict and the hint, never the reference value.
+The chapters call it through :func:`mixlib.exercise.check_answer`, which
+computes the reference out of the student's sight.
 """
 
 from __future__ import annotations

@@ -1,0 +1,230 @@
+"""The references of Part V's exercises (chapters 10-12), computed out of the student's sight.
+
+Each function takes the chapter's variables by name (the check cell passes
+them) and computes the expected answer by its own route, independent of the
+solution shown in the chapter's dropdown where a second route exists.
+``tests/test_exercises.py`` runs every solution through these checks.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from mixlib.exercise import Part, reference
+
+
+def _given_array(answer: Any, shape: tuple[int, ...]) -> Any:
+    """The answer as a float64 array, or NaNs of ``shape`` when it has another shape (a wrong answer, not an error)."""
+    if answer is None:
+        return None
+    try:
+        a = np.asarray(torch.as_tensor(answer).detach().cpu(), dtype=np.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return np.full(shape, np.nan)
+    return a if a.shape == shape else np.full(shape, np.nan)
+
+
+# ---------------------------------------------------------------- chapter 10
+
+
+@reference("ex-10-1", Part(hint="形は (n, d)。分母 s は和から一度だけ、母分散（d で割る）+ ε で計算し、β は配らない", atol=1e-5), judge=True)
+def _ex_10_1(answers):
+    ln_shares = answers[""]
+    g = torch.Generator().manual_seed(1)
+    zs = torch.randn(4, 16, generator=g, dtype=torch.float64) * 3
+    gamma = torch.rand(16, generator=g, dtype=torch.float64) + 0.5
+    beta = torch.randn(16, generator=g, dtype=torch.float64)
+    out = ln_shares(zs, gamma, beta, 1e-12)
+    shares = _given_array(out, (4, 16))
+    given = None if shares is None else shares.sum(0) + beta.numpy()
+    return {"": (given, torch.nn.functional.layer_norm(zs.sum(0), (16,), gamma, beta, 1e-12).numpy())}
+
+
+@reference("ex-10-2", Part(hint="形 (L, B, N) の m.norm_mix と m.norm_keep だけで書ける（層正規化の前の量）", atol=1e-5), judge=True)
+def _ex_10_2(answers, m):
+    real = m.real.numpy()
+    given = _given_array(answers[""], tuple(m.attnres_n.shape))
+    return {"": (None if given is None else given[:, real], m.attnres_n.numpy()[:, real])}
+
+
+@reference("ex-10-3", Part(hint="中央の層 enc.n_layers // 2 で、パディングを除いた実トークンだけの割合（0〜1）を求める"))
+def _ex_10_3(m, enc):
+    row = m.row(enc.n_layers // 2)
+    real = m.real.numpy()
+    w, r = m.attn_w[row].numpy()[real], m.ratio[row].numpy()[real]
+    return float(np.count_nonzero((w > 0.9) & (r < 0.3)) / w.size)
+
+
+@reference(
+    "ex-10-4",
+    Part("層", hint="差は「入れない − 入れる」の向き。差の絶対値がもっとも大きい層"),
+    Part("差", hint="その層の差（符号つき、ポイント）。mixing_table の「全体」の列どうしの差", atol=1e-3),
+)
+def _ex_10_4(m_plain, table):
+    from mixlib.mixing import mixing_table
+
+    diff = mixing_table(m_plain)["全体"] - table["全体"]
+    i = int(np.argmax(np.abs(diff.to_numpy())))
+    return {"層": int(diff.index[i]), "差": float(diff.iloc[i])}
+
+
+@reference("ex-10-5", Part(hint="W_O はヘッド h の列 [h*dh:(h+1)*dh] を使う。alpha[h, j, i] はクエリ j が行。s は y_j 全体から計算する", atol=1e-4))
+def _ex_10_5(enc, text, layer):
+    from mixlib.mixing import decompose
+
+    one = decompose(enc, [text], layers=layer, vectors=True)
+    return one.mix[0, 0][one.real[0]]
+
+
+@reference("ex-10-6", Part(hint="mix と keep_attn + keep_res の両方を c 倍してからノルムを取る", atol=1e-5))
+def _ex_10_6(one):
+    return one.ratio[0, 0][one.real[0]]
+
+
+# ---------------------------------------------------------------- chapter 11
+
+_P_EX_11_1 = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _psi_3d(x: Any) -> float:
+    x = np.asarray(x, dtype=float).reshape(-1)
+    if x.shape != (3,) or not np.all(np.isfinite(x)) or not np.any(x):
+        return float("nan")
+    return float(np.sqrt((_P_EX_11_1 @ x) @ (_P_EX_11_1 @ x) / 2) / np.sqrt(x @ x / 3))
+
+
+@reference(
+    "ex-11-1",
+    Part("ψ", hint="‖Px‖/√2 と ‖x‖/√3 をそれぞれ求めて割る"),
+    Part("x", hint="P が取り出す第 1・第 3 座標に大きさを集め、第 2 座標を小さくする（3 次元、0 でないベクトル）"),
+    judge=True,
+)
+def _ex_11_1(answers):
+    x = answers["x"]
+    try:
+        x_ok = None if x is None else bool(_psi_3d(x) > 1)
+    except (TypeError, ValueError):
+        x_ok = False
+    return {"ψ": (answers["ψ"], _psi_3d([1.0, 2.0, 2.0])), "x": (x_ok, True)}
+
+
+@reference(
+    "ex-11-2",
+    Part("割合", hint="stretch.psi_q[0, 0] の最大値を bounds.psi_max[0, 0, 0] で割る", rtol=1e-4),
+    Part("コサイン", hint="u は単位ベクトル。埋め込みのノルムで割り、絶対値を取る", rtol=1e-4),
+)
+def _ex_11_2(stretch, bounds, E):
+    psi_q = np.asarray(stretch.psi_q[0, 0], dtype=np.float64)
+    i = int(np.nanargmax(psi_q))
+    e, u = np.asarray(E[i], dtype=np.float64), np.asarray(bounds.top_vector("q", 0, 0), dtype=np.float64)
+    return {"割合": float(psi_q[i] / bounds.psi_max[0, 0, 0]), "コサイン": float(abs(e @ u) / np.sqrt((e @ e) * (u @ u)))}
+
+
+@reference(
+    "ex-11-3",
+    Part("ヘッド", hint="np.unravel_index(np.argmax(score), score.shape) の層の番号は stretch.layers で読み替える"),
+    Part("パーセント点", hint="feature_null に nstretch・my_ids・n_draws=N_DRAWS・seed=SEED・relative=True を渡す"),
+    judge=True,
+)
+def _ex_11_3(answers, my_ids, stretch, nstretch, n_draws, seed):
+    from mixlib.clusters import feature_null, feature_scores
+
+    if my_ids is None or len(my_ids) < 3:
+        raise ValueError("ex-11-3: my_ids にトークン id を 3 個以上入れてから、このセルを実行し直す。")
+    ids = [int(i) for i in my_ids]
+    score = feature_scores(nstretch, ids, relative=True)
+    flat = int(np.nanargmax(score))
+    head = (int(stretch.layers[flat // score.shape[1]]), flat % score.shape[1])
+    given_head = answers["ヘッド"]
+    if given_head is not None:
+        try:
+            given_head = tuple(int(v) for v in given_head)
+        except (TypeError, ValueError):
+            given_head = ("?",)
+    pct = answers["パーセント点"]
+    expected_pct = None if pct is None else feature_null(nstretch, ids, n_draws=n_draws, seed=seed, relative=True).percentile
+    return {"ヘッド": (given_head, head), "パーセント点": (pct, expected_pct)}
+
+
+@reference(
+    "ex-11-4",
+    Part(hint="形 (d,)（d = enc.d_model）の単位ベクトルで、P00 @ x がほぼ 0 になるもの（SVD の右特異ベクトルの最後の行）"),
+    judge=True,
+)
+def _ex_11_4(answers, enc):
+    from mixlib.stretch import norm_stretch
+
+    x = _given_array(answers[""], (enc.d_model,))
+    if x is None:
+        return {"": (None, True)}
+    unit = bool(np.all(np.isfinite(x)) and abs(np.linalg.norm(x) - 1) < 1e-3)
+    ok = unit and float(norm_stretch(enc, X=x[None].astype(np.float32), layers=0).psi_q[0, 0, 0]) < 1e-3
+    return {"": (ok, True)}
+
+
+@reference("ex-11-5", Part(hint="FEATURES['月だけ'] を使い、n_draws・seed・relative を本文と同じにする"))
+def _ex_11_5(nstretch, ids, n_draws, seed):
+    from mixlib.clusters import feature_null
+
+    return feature_null(nstretch, list(ids), n_draws=n_draws, seed=seed, relative=True).percentile
+
+
+# ---------------------------------------------------------------- chapter 12
+
+
+@reference("ex-12-1", Part(hint="d = enc.d_model 次元の標準正規ベクトルを 2 組作り、行ごとのコサインの絶対値を平均する", rtol=0.05))
+def _ex_12_1(d):
+    # E|cos| of two independent uniform directions in R^d: Γ(d/2) / (√π Γ((d+1)/2))
+    return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
+
+
+@reference(
+    "ex-12-2",
+    Part("トークン", hint="位置 0 の単位ベクトルと全単語の単位ベクトルの内積を取り、[CLS] を除いて最大のものを選ぶ（文字列で答える）"),
+    Part("位置", hint="[CLS] の単位ベクトルと全位置の内積を取り、位置 0 を除いて最大の位置"),
+)
+def _ex_12_2(E, Pe, cls_id, tokenizer):
+    E, Pe = np.asarray(E, dtype=np.float64), np.asarray(Pe, dtype=np.float64)
+    to_p0 = (E @ Pe[0]) / (np.linalg.norm(E, axis=1) * np.linalg.norm(Pe[0]))
+    to_cls = (Pe @ E[cls_id]) / (np.linalg.norm(Pe, axis=1) * np.linalg.norm(E[cls_id]))
+    to_p0[cls_id], to_cls[0] = -np.inf, -np.inf
+    return {"トークン": tokenizer.convert_ids_to_tokens(int(np.argmax(to_p0))), "位置": int(np.argmax(to_cls))}
+
+
+@reference("ex-12-3", Part(hint="相対位置 −1 は地図の対角線のすぐ下（offset=-1）。A_ln を使う"))
+def _ex_12_3(A_ln):
+    A = np.asarray(A_ln, dtype=np.float64)  # (H, n, n): query rows, key columns
+    n = A.shape[1]
+    below = A[:, np.arange(1, n), np.arange(n - 1)]  # key = query - 1
+    return int(np.argmax(below.mean(axis=1)))
+
+
+@reference("ex-12-4", Part(hint="セグメントは token_type_embeddings の 1 行目。ヘッドごとのスピアマン相関を長さ H の配列に", atol=1e-3))
+def _ex_12_4(enc, E, Pe, ids, psi_word):
+    from scipy.stats import spearmanr
+
+    from mixlib.stretch import norm_stretch
+
+    seg_b = enc.embedding_module("token_type_embeddings").weight.detach().cpu()[1]
+    x = torch.from_numpy(np.asarray(E)[ids]) + torch.from_numpy(np.asarray(Pe)[10]) + seg_b
+    with torch.no_grad():
+        x = enc.embedding_module("embedding_norm")(x.to(enc.device)).cpu()
+    psi_b = norm_stretch(enc, X=x, layers=0).psi_qkv[0]
+    return np.array([spearmanr(psi_word[h], psi_b[h]).statistic for h in range(enc.n_heads)])
+
+
+@reference(
+    "ex-12-5",
+    Part("a", hint="E と Pe の行の平均（axis=0）どうしのコサイン"),
+    Part("b", hint="中心化した位置ベクトルを、中心化した単語の第 1 主成分に射影し、二乗和を全体の二乗和で割る"),
+)
+def _ex_12_5(E, Pe):
+    E, Pe = np.asarray(E, dtype=np.float64), np.asarray(Pe, dtype=np.float64)
+    mw, mp = E.mean(0), Pe.mean(0)
+    Pc = Pe - mp
+    u1 = np.linalg.eigh(np.cov(E, rowvar=False))[1][:, -1]  # the words' first principal direction
+    return {"a": float(mw @ mp / (np.linalg.norm(mw) * np.linalg.norm(mp))), "b": float(((Pc @ u1) ** 2).sum() / (Pc**2).sum())}

@@ -1,0 +1,208 @@
+"""Part V's self-checks give nothing away, and check_answer keeps its contract.
+
+The check cells of the chapters listed in ``CHECKED`` call
+``mixlib.exercise.check_answer``, which computes the reference out of the
+cell. Here: (1) no check cell contains the computation of its exercise's
+solution (compared as syntax trees with every name made the same, so renamed
+variables do not hide it) or shows anything besides the verdict; (2) every
+exercise of those chapters has a registered check and a solution with code;
+(3) check_answer's verdicts, errors and laziness. That every solution passes
+its check is asserted where the notebooks run (``tests/test_notebooks.py``
+runs these chapters with the solutions filled in).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+
+import mixlib.exercise as ex
+from exercise_cells import check_cells, solutions, with_solutions
+
+ROOT = Path(__file__).resolve().parent.parent
+#: the chapters whose checks compute their references in mixlib.exercise
+CHECKED = ["10_mixing", "11_norm_stretch", "12_positional"]
+#: node types whose subtrees are compared; a subtree must have this many non-context nodes to count
+SHAPED = (ast.Call, ast.BinOp, ast.Compare, ast.Subscript, ast.BoolOp, ast.UnaryOp)
+MIN_NODES = 4
+
+
+class _Anonymise(ast.NodeTransformer):
+    def visit_Name(self, node):
+        return ast.copy_location(ast.Name(id="_", ctx=node.ctx), node)
+
+
+def computations(code: str) -> set[str]:
+    """Every call, operation, comparison and subscript of ``code`` with names replaced by ``_``."""
+    out = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, SHAPED):
+            size = sum(1 for n in ast.walk(node) if not isinstance(n, ast.expr_context))
+            if size >= MIN_NODES:
+                out.add(ast.unparse(_Anonymise().visit(ast.parse(ast.unparse(node), mode="eval"))))
+    return out
+
+
+def revealed(solution: str, check_cell: str) -> set[str]:
+    """The solution's computations that the check cell also contains."""
+    return computations(solution) & computations(check_cell)
+
+
+def shown(check_cell: str, label: str) -> list[str]:
+    """What the cell does besides holding answers and calling check_answer(label, …) once."""
+    tree = ast.parse(check_cell)
+    problems, calls = [], 0
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Expr):
+            call = stmt.value
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "check_answer":
+                calls += 1
+                if not (call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == label):
+                    problems.append(f"check_answer is not called with {label!r}")
+                continue
+            problems.append(f"line {stmt.lineno} shows a value: {ast.unparse(stmt)[:60]}")
+        elif isinstance(stmt, ast.FunctionDef):
+            if not (len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return)
+                    and isinstance(stmt.body[0].value, ast.Constant) and stmt.body[0].value.value is None):
+                problems.append(f"function {stmt.name} is not a stub that returns None")
+        elif not isinstance(stmt, ast.Assign):
+            problems.append(f"line {stmt.lineno}: {type(stmt).__name__} (a check cell holds answers and one check)")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"print", "display", "check"}:
+            problems.append(f"line {node.lineno} calls {node.func.id}()")
+    if calls != 1:
+        problems.append(f"{calls} check_answer calls (want 1)")
+    return problems
+
+
+def _notebook(name: str) -> nbformat.NotebookNode:
+    return nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+
+
+@pytest.mark.parametrize("name", CHECKED)
+def test_check_cells_reveal_no_solution(name):
+    nb = _notebook(name)
+    sols, cells = solutions(nb), check_cells(nb)
+    assert sols and set(sols) == set(cells), f"{name}: exercises without a check or a solution: {set(sols) ^ set(cells)}"
+    problems = {}
+    for label, i in cells.items():
+        cell = nb.cells[i].source
+        found = shown(cell, label) + [f"contains the solution's {c}" for c in sorted(revealed(sols[label], cell))]
+        if not sols[label].strip():
+            found.append("the solution has no code to run through the check")
+        if found:
+            problems[label] = found
+    assert not problems, f"{name}: {problems}"
+
+
+def test_every_checked_exercise_is_registered_and_only_those():
+    in_chapters = {label for name in CHECKED for label in check_cells(_notebook(name))}
+    prefixes = tuple(f"ex-{name[:2]}-" for name in CHECKED)
+    registered = {label for label in ex.exercises() if label.startswith(prefixes)}
+    assert in_chapters == registered
+
+
+def test_the_detector_sees_a_renamed_recomputation():
+    """The check cells of ex-10-3 and ex-12-3 as they were: the reference recomputed under other names."""
+    sols = solutions(_notebook("10_mixing"))
+    old = ("ans_share = None\n_row = m.row(enc.n_layers // 2)\n_w, _r = m.attn_w[_row][m.real], m.ratio[_row][m.real]\n"
+           "check(ans_share, float(((_w > 0.9) & (_r < 0.3)).float().mean()), name='ex-10-3')\n")
+    assert revealed(sols["ex-10-3"], old)
+    assert "line 4 calls check()" in " ".join(shown(old, "ex-10-3"))
+    assert not revealed(sols["ex-10-3"], "ans_share = None\n\ncheck_answer('ex-10-3', ans_share, m=m, enc=enc)\n")
+    assert shown("ans = None\nprint(m.ratio)\ncheck_answer('ex-10-3', ans, m=m, enc=enc)\n", "ex-10-3")
+    assert shown("ans = None\nm.ratio.mean()\ncheck_answer('ex-10-3', ans, m=m, enc=enc)\n", "ex-10-3")
+
+
+def test_solutions_go_in_after_the_answer_lines():
+    nb = with_solutions(_notebook("10_mixing"))
+    cell = nb.cells[check_cells(nb)["ex-10-1"]].source
+    assert cell.index("return None  # ← ここを書く") < cell.index("total = zs.sum(0)") < cell.index("check_answer(")
+
+
+# ---------------------------------------------------------------- check_answer
+
+
+@pytest.fixture
+def toy():
+    """Two exercises registered for the test only: one value, and two parts whose reference must not run when unanswered."""
+    calls = []
+
+    @ex.reference("ex-test-1", ex.Part(hint="平均を取る"))
+    def _one(xs):
+        calls.append("one")
+        return float(np.mean(xs))
+
+    @ex.reference("ex-test-2", ex.Part("a", hint="和"), ex.Part("b", hint="積"))
+    def _two(xs, scale=1.0):
+        calls.append("two")
+        return {"a": scale * float(np.sum(xs)), "b": float(np.prod(xs))}
+
+    yield calls
+    ex._EXERCISES.pop("ex-test-1")
+    ex._EXERCISES.pop("ex-test-2")
+
+
+def test_verdicts_never_print_the_reference(toy, capsys):
+    xs = [0.125, 0.5, 0.3]
+    assert not ex.check_answer("ex-test-1", 0.1, xs=xs)
+    out = capsys.readouterr().out
+    assert "もう一度" in out and "平均を取る" in out and "0.30" not in out and "0.308" not in out
+    verdict = ex.check_answer("ex-test-1", float(np.mean(xs)), xs=xs)
+    assert verdict and repr(verdict) == "Verdict(True)"
+    assert "ex-test-1: 正解" in capsys.readouterr().out
+    assert not ex.check_answer("ex-test-2", {"a": 0.925, "b": 1.0}, xs=xs)
+    out = capsys.readouterr().out
+    assert "ex-test-2 (a): 正解" in out and "ex-test-2 (b): もう一度 — ヒント：積" in out and "0.01875" not in out
+    assert not ex.check_answer("ex-test-2", {"a": 1.85, "b": None}, xs=xs, scale=2.0)
+    out = capsys.readouterr().out
+    assert "(a): 正解" in out and "(b): 未回答" in out
+
+
+def test_unanswered_computes_no_reference(toy, capsys):
+    assert not ex.check_answer("ex-test-2", {"a": None, "b": None}, xs=[1.0])
+    assert toy == [] and capsys.readouterr().out.count("未回答") == 2
+
+
+def test_bad_calls_say_what_to_pass(toy):
+    with pytest.raises(ValueError, match="no exercise 'ex-99-9'.*ex-10-1"):
+        ex.check_answer("ex-99-9", 1.0)
+    with pytest.raises(TypeError, match=r"needs the chapter's xs=xs"):
+        ex.check_answer("ex-test-1", 1.0)
+    with pytest.raises(TypeError, match=r"does not take xz"):
+        ex.check_answer("ex-test-1", 1.0, xs=[1.0], xz=[1.0])
+    with pytest.raises(TypeError, match=r'pass a dict \{"a": …, "b": …\}'):
+        ex.check_answer("ex-test-2", 1.0, xs=[1.0])
+    with pytest.raises(TypeError, match="got \\['a'\\]"):
+        ex.check_answer("ex-test-2", {"a": 1.0}, xs=[1.0])
+    with pytest.raises(ValueError, match="registered twice"):
+        ex.reference("ex-test-1")(lambda xs: 0.0)
+
+
+def _ln_shares(zs, gamma, beta, eps, unbiased=False):
+    total = zs.sum(0)
+    s = torch.sqrt(total.var(unbiased=unbiased) + eps)
+    return (zs - zs.mean(dim=1, keepdim=True)) / s * gamma
+
+
+def test_chapter_checks_that_need_no_model(capsys):
+    """ex-10-1 runs the student's function; ex-11-1 tests a vector; ex-12-1's exact value against simulation."""
+    assert ex.check_answer("ex-10-1", _ln_shares)
+    assert not ex.check_answer("ex-10-1", lambda *a: _ln_shares(*a, unbiased=True))
+    assert not ex.check_answer("ex-10-1", lambda zs, *a: zs)  # a wrong shape is a wrong answer, not an error
+    assert ex.check_answer("ex-11-1", {"ψ": math.sqrt(5 / 6), "x": [2.0, 0.1, 1.0]})
+    assert not ex.check_answer("ex-11-1", {"ψ": 0.9, "x": [0.0, 1.0, 0.0]})
+    assert not ex.check_answer("ex-11-1", {"ψ": None, "x": [0.0, 0.0, 0.0]})
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, 40_000, 384))
+    sim = np.abs((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).mean()
+    assert ex.check_answer("ex-12-1", float(sim), d=384)
+    assert not ex.check_answer("ex-12-1", math.sqrt(2 / (math.pi * 96)), d=384)
+    out = capsys.readouterr().out
+    assert out.count("正解") == 4 and "未回答" in out
