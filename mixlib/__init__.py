@@ -67,6 +67,7 @@ _LAZY = {
     "feature_scores": "clusters",
     "feature_null": "clusters",
     "best_head_support": "clusters",
+    "feature_sets": "clusters",
     "FeatureNull": "clusters",
     "cluster_stability": "clusters",
     "ClusterStability": "clusters",

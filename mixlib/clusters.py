@@ -50,6 +50,7 @@ __all__ = [
     "FeatureNull",
     "feature_null",
     "best_head_support",
+    "feature_sets",
     "ClusterStability",
     "cluster_stability",
 ]
@@ -940,6 +941,48 @@ def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0
         n_draws=int(n_draws),
         seed=int(seed),
     )
+
+
+#: The word lists of chapter 11's feature search (after Maeda et al.'s Table 2: years and months,
+#: function words, verbs with their inflected forms).
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+          "november", "december")
+FUNCTION_WORDS = ("the", "a", "an", "of", "to", "in", "for", "on", "with", "by", "at", "from", "and", "or", "but",
+                  "as", "is", "are", "was", "were", "it", "that", "this", "he", "she", "they", "we", "i", "you",
+                  "his", "her", "their", "its", "him", "them")
+VERB_FORMS = (("teach", "teaches", "taught", "teaching"), ("keep", "keeps", "kept", "keeping"),
+              ("announce", "announces", "announced", "announcing"), ("welcome", "welcomes", "welcomed", "welcoming"),
+              ("write", "writes", "wrote", "written", "writing"), ("give", "gives", "gave", "given", "giving"),
+              ("take", "takes", "took", "taken", "taking"), ("speak", "speaks", "spoke", "spoken", "speaking"),
+              ("build", "builds", "built", "building"), ("describe", "describes", "described", "describing"),
+              ("receive", "receives", "received", "receiving"), ("choose", "chooses", "chose", "chosen", "choosing"),
+              ("bring", "brings", "brought", "bringing"), ("drive", "drives", "drove", "driven", "driving"),
+              ("sell", "sells", "sold", "selling"), ("win", "wins", "won", "winning"))
+
+
+def feature_sets(tokenizer: Any) -> dict[str, list[int]]:
+    """The token sets of the feature search, as ids of ``tokenizer``'s vocabulary.
+
+    ``年だけ`` is every whole-word vocabulary entry of four digits from 1000 to
+    2099; ``月だけ`` the month names, ``機能語`` :data:`FUNCTION_WORDS`,
+    ``動詞の活用形`` every form in :data:`VERB_FORMS`, and ``年・月`` the years
+    followed by the months. Words missing from the vocabulary are left out.
+
+    Returns
+    -------
+    dict
+        Name → list of token ids, in the order above (``年・月`` first).
+    """
+    vocab = tokenizer.get_vocab()
+    years = sorted(t for t in vocab if t.isdigit() and len(t) == 4 and 1000 <= int(t) <= 2099)
+    words = {
+        "年・月": years + list(MONTHS),
+        "年だけ": years,
+        "月だけ": list(MONTHS),
+        "機能語": list(FUNCTION_WORDS),
+        "動詞の活用形": [form for forms in VERB_FORMS for form in forms],
+    }
+    return {name: [vocab[t] for t in toks if t in vocab] for name, toks in words.items()}
 
 
 def best_head_support(psi: Any, ids: Sequence[int], *, n_boot: int = 1000, seed: int = 0,

@@ -421,3 +421,17 @@ def test_best_head_support_vs_loop_and_ties():
         mixlib.best_head_support(psi, ids, n_boot=0)
     with pytest.raises(ValueError, match="token ids"):
         mixlib.best_head_support(psi, [500])
+
+
+def test_feature_sets_hold_what_their_names_say(packaged_enc):
+    tok = packaged_enc.tokenizer
+    sets = mixlib.feature_sets(tok)
+    assert list(sets) == ["年・月", "年だけ", "月だけ", "機能語", "動詞の活用形"]
+    words = {name: tok.convert_ids_to_tokens(ids) for name, ids in sets.items()}
+    assert words["月だけ"] == list(mixlib.clusters.MONTHS)  # all twelve are whole words of the uncased vocabulary
+    assert words["年だけ"] and all(w.isdigit() and 1000 <= int(w) <= 2099 for w in words["年だけ"])
+    assert words["年だけ"] == sorted(words["年だけ"]) and "1999" in words["年だけ"] and "999" not in words["年だけ"]
+    assert sets["年・月"] == sets["年だけ"] + sets["月だけ"]
+    assert set(words["機能語"]) == set(mixlib.clusters.FUNCTION_WORDS)
+    assert {"taught", "chosen", "winning"} <= set(words["動詞の活用形"])
+    assert all(len(set(ids)) == len(ids) for ids in sets.values())
