@@ -12,15 +12,18 @@ import math
 from typing import Any
 
 import numpy as np
-import torch
 
 from mixlib.exercise import Part, reference
+
+# torch is imported inside the checks that need it: importing mixlib.exercise stays light for chapters 0-9.
 
 
 def _given_array(answer: Any, shape: tuple[int, ...]) -> Any:
     """The answer as a float64 array, or NaNs of ``shape`` when it has another shape (a wrong answer, not an error)."""
     if answer is None:
         return None
+    import torch
+
     try:
         a = np.asarray(torch.as_tensor(answer).detach().cpu(), dtype=np.float64)
     except (TypeError, ValueError, RuntimeError):
@@ -33,6 +36,8 @@ def _given_array(answer: Any, shape: tuple[int, ...]) -> Any:
 
 @reference("ex-10-1", Part(hint="形は (n, d)。分母 s は和から一度だけ、母分散（d で割る）+ ε で計算し、β は配らない", atol=1e-5), judge=True)
 def _ex_10_1(answers):
+    import torch
+
     ln_shares = answers[""]
     g = torch.Generator().manual_seed(1)
     zs = torch.randn(4, 16, generator=g, dtype=torch.float64) * 3
@@ -205,6 +210,7 @@ def _ex_12_3(A_ln):
 
 @reference("ex-12-4", Part(hint="セグメントは token_type_embeddings の 1 行目。ヘッドごとのスピアマン相関を長さ H の配列に", atol=1e-3))
 def _ex_12_4(enc, E, Pe, ids, psi_word):
+    import torch
     from scipy.stats import spearmanr
 
     from mixlib.stretch import norm_stretch
