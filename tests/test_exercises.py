@@ -27,7 +27,7 @@ from exercise_cells import check_cells, solutions, with_solutions
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the chapters whose checks compute their references in mixlib.exercise
-CHECKED = ["10_mixing", "11_norm_stretch", "12_positional"]
+CHECKED = ["08_bert", "10_mixing", "11_norm_stretch", "12_positional"]
 #: node types whose subtrees are compared; a subtree must have this many non-context nodes to count
 SHAPED = (ast.Call, ast.BinOp, ast.Compare, ast.Subscript, ast.BoolOp, ast.UnaryOp)
 MIN_NODES = 4
@@ -206,3 +206,35 @@ def test_chapter_checks_that_need_no_model(capsys):
     assert not ex.check_answer("ex-12-1", math.sqrt(2 / (math.pi * 96)), d=384)
     out = capsys.readouterr().out
     assert out.count("正解") == 4 and "未回答" in out
+
+
+def test_chapter_8_checks_that_need_no_model(capsys):
+    """ex-08-2, 08-3 and 08-6 from their data alone, against hand-worked values and loops."""
+    import pandas as pd
+
+    from mixlib.paths import data_path
+
+    assert ex.check_answer("ex-08-2", {"対象": 19.2, "[MASK]": 15.36, "ランダム": 1.92, "そのまま": 1.92, "元と同じ単語": 1.92 / 30000},
+                           n_tokens=128, vocab_size=30000)
+    r = pd.read_csv(data_path("bert_masking_rates.tsv"), sep="\t")
+    cols = ["mnli_finetune", "ner_finetune", "ner_feature_based"]
+    worst = {c: tuple(int(x) for x in r.sort_values(c).iloc[0][["mask", "same", "rnd"]]) for c in cols}
+    base = r.query("mask == 80 and same == 10 and rnd == 10").iloc[0]
+    gap = {c: float(r[c].max() - base[c]) for c in cols}
+    assert ex.check_answer("ex-08-3", {"(a)": worst, "(b)": gap})
+    assert not ex.check_answer("ex-08-3", {"(a)": worst, "(b)": {c: gap[c] for c in cols[:2]}})  # a column missing
+    counts = {"walk": 6, "walked": 4, "talk": 5, "talked": 3, "wall": 2, "tall": 1, "ask": 2}
+    assert ex.check_answer("ex-08-6", {"(a) BPE": ("##a", "##l"), "(b) WordPiece": ["a", "##s"]}, counts=counts)
+    assert not ex.check_answer("ex-08-6", {"(a) BPE": ("##l", "##k"), "(b) WordPiece": None}, counts=counts)
+    toy = {"un", "##aff", "##able", "##a", "##ffa", "##ble", "##b", "##l", "##e"}
+
+    class Tok:
+        def tokenize(self, word):
+            return ["un", "##af", "##fable"]
+
+    assert ex.check_answer("ex-08-1", {"小さな語彙": "un ##aff ##able", "BERT の語彙": ["un", "##af", "##fable"]},
+                           toy_vocab=toy, tokenizer=Tok())
+    assert not ex.check_answer("ex-08-1", {"小さな語彙": ["un", "##a", "##ffa", "##ble"], "BERT の語彙": None},
+                               toy_vocab=toy, tokenizer=Tok())
+    out = capsys.readouterr().out
+    assert "もう一度" in out and "19.2" not in out

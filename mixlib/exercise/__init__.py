@@ -15,13 +15,14 @@ part names::
 
     check_answer("ex-11-2", {"割合": ans_reach, "コサイン": ans_cos}, stretch=stretch, bounds=bounds, E=E)
 
-The references of chapters 10-12 are in :mod:`mixlib.exercise.part5`. Each
+The references of chapter 8 are in :mod:`mixlib.exercise.part4`, those of
+chapters 10-12 in :mod:`mixlib.exercise.part5`. Each
 is an independent computation, and ``tests/test_exercises.py`` runs every
 exercise's hidden solution through its check (and fails if a check cell
 contains the solution's computation or prints anything of its own).
 
 :func:`check` and :func:`matches` are the verdict for one value against one
-reference; the chapters before Part V still call :func:`check` directly.
+reference; the chapters whose checks have not moved here yet call :func:`check` directly.
 """
 
 from __future__ import annotations
@@ -187,5 +188,5 @@ def check_answer(label: str, answer: Any, /, **data: Any) -> Verdict:
     return Verdict(ok)
 
 
-# Registers the references of chapters 10-12 (imported last: it uses `reference` and `Part`).
-from mixlib.exercise import part5  # noqa: E402,F401
+# Registers the references of chapters 8 and 10-12 (imported last: they use `reference` and `Part`).
+from mixlib.exercise import part4, part5  # noqa: E402,F401
