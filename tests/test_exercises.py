@@ -27,7 +27,7 @@ from exercise_cells import check_cells, solutions, with_solutions
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the chapters whose checks compute their references in mixlib.exercise
-CHECKED = ["08_bert", "10_mixing", "11_norm_stretch", "12_positional"]
+CHECKED = ["00_environment", "01_vectors_cosine", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"]
 #: node types whose subtrees are compared; a subtree must have this many non-context nodes to count
 SHAPED = (ast.Call, ast.BinOp, ast.Compare, ast.Subscript, ast.BoolOp, ast.UnaryOp)
 MIN_NODES = 4
@@ -238,3 +238,28 @@ def test_chapter_8_checks_that_need_no_model(capsys):
                                toy_vocab=toy, tokenizer=Tok())
     out = capsys.readouterr().out
     assert "もう一度" in out and "19.2" not in out
+
+
+def test_chapter_1_checks_take_a_function_and_hand_worked_values(capsys):
+    """ex-01-1 judges one function on two parts; ex-01-2/3 against values worked by hand."""
+
+    def good(x, y):
+        n = math.sqrt(sum(a * a for a in x)) * math.sqrt(sum(b * b for b in y))
+        if n == 0:
+            raise ValueError("zero vector")
+        return sum(a * b for a, b in zip(x, y)) / n
+
+    def no_error(x, y):
+        n = math.sqrt(sum(a * a for a in x)) * math.sqrt(sum(b * b for b in y))
+        return sum(a * b for a, b in zip(x, y)) / n if n else 0.0
+
+    assert ex.check_answer("ex-01-1", good)
+    assert not ex.check_answer("ex-01-1", no_error)
+    assert "ex-01-1 (値): 正解" in capsys.readouterr().out
+    assert not ex.check_answer("ex-01-1", lambda x, y: None)
+    assert capsys.readouterr().out.count("未回答") == 2
+    x, y = np.array([2, 4, 6, 8.0]), np.array([5, 3, 4, 1.0])
+    xc, yc = x - x.mean(), y - y.mean()
+    assert ex.check_answer("ex-01-2", {"(a) 生のコサイン": 54 / math.sqrt(120 * 51), "(b) 相関係数": xc @ yc / math.sqrt((xc @ xc) * (yc @ yc))})
+    assert ex.check_answer("ex-01-3", {"(a)": 45.0, "(b)": 3 * math.sqrt(2)})
+    assert not ex.check_answer("ex-01-3", {"(a)": 135.0, "(b)": 3 * math.sqrt(2)})

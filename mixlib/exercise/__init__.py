@@ -15,8 +15,10 @@ part names::
 
     check_answer("ex-11-2", {"割合": ans_reach, "コサイン": ans_cos}, stretch=stretch, bounds=bounds, E=E)
 
-The references of chapter 8 are in :mod:`mixlib.exercise.part4`, those of
-chapters 10-12 in :mod:`mixlib.exercise.part5`. Each
+The references are in one module per part of the book: :mod:`~mixlib.exercise.part0`
+(chapter 0), :mod:`~mixlib.exercise.part1` (chapters 1-3),
+:mod:`~mixlib.exercise.part4` (chapters 8-9), :mod:`~mixlib.exercise.part5`
+(chapters 10-12). Each
 is an independent computation, and ``tests/test_exercises.py`` runs every
 exercise's hidden solution through its check (and fails if a check cell
 contains the solution's computation or prints anything of its own).
@@ -75,6 +77,7 @@ class _Exercise:
     parts: tuple[Part, ...]
     func: Callable[..., Any]
     judge: bool
+    one_answer: bool
     needs: tuple[str, ...]
     optional: tuple[str, ...]
 
@@ -82,7 +85,9 @@ class _Exercise:
 _EXERCISES: dict[str, _Exercise] = {}
 
 
-def reference(label: str, *parts: Part, judge: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def reference(
+    label: str, *parts: Part, judge: bool = False, one_answer: bool = False
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the reference computation of exercise ``label``.
 
     The decorated function takes the chapter's data as keyword arguments. It
@@ -91,6 +96,8 @@ def reference(label: str, *parts: Part, judge: bool = False) -> Callable[[Callab
     the student's value, ``None`` when unanswered) and returns part name →
     ``(given, expected)``: for answers that must be run or tested before they
     can be compared (a function the student wrote, a vector with a property).
+    With ``one_answer=True`` the student gives one answer (say, a function)
+    that the judge tests for every part.
     """
     if not parts:
         parts = (Part(),)
@@ -104,7 +111,7 @@ def reference(label: str, *parts: Part, judge: bool = False) -> Callable[[Callab
         params = list(inspect.signature(func).parameters.values())[1 if judge else 0:]
         needs = tuple(p.name for p in params if p.default is inspect.Parameter.empty)
         optional = tuple(p.name for p in params if p.default is not inspect.Parameter.empty)
-        _EXERCISES[label] = _Exercise(label, tuple(parts), func, judge, needs, optional)
+        _EXERCISES[label] = _Exercise(label, tuple(parts), func, judge, one_answer, needs, optional)
         return func
 
     return register
@@ -117,8 +124,8 @@ def exercises() -> dict[str, tuple[str, ...]]:
 
 def _answers(ex: _Exercise, answer: Any) -> dict[str, Any]:
     names = [p.name for p in ex.parts]
-    if len(names) == 1:
-        return {names[0]: answer}
+    if len(names) == 1 or ex.one_answer:
+        return dict.fromkeys(names, answer)
     if not isinstance(answer, Mapping) or set(answer) != set(names):
         got = sorted(answer) if isinstance(answer, Mapping) else type(answer).__name__
         want = ", ".join(f'"{n}": …' for n in names)
@@ -188,5 +195,5 @@ def check_answer(label: str, answer: Any, /, **data: Any) -> Verdict:
     return Verdict(ok)
 
 
-# Registers the references of chapters 8 and 10-12 (imported last: they use `reference` and `Part`).
-from mixlib.exercise import part4, part5  # noqa: E402,F401
+# Registers the references of chapters 0, 1, 8 and 10-12 (imported last: they use `reference` and `Part`).
+from mixlib.exercise import part0, part1, part4, part5  # noqa: E402,F401
