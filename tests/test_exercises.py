@@ -27,7 +27,7 @@ from exercise_cells import check_cells, solutions, with_solutions
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the chapters whose checks compute their references in mixlib.exercise
-CHECKED = ["00_environment", "01_vectors_cosine", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"]
+CHECKED = ["00_environment", "01_vectors_cosine", "02_distributional", "03_word2vec", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"]
 #: node types whose subtrees are compared; a subtree must have this many non-context nodes to count
 SHAPED = (ast.Call, ast.BinOp, ast.Compare, ast.Subscript, ast.BoolOp, ast.UnaryOp)
 MIN_NODES = 4

@@ -195,5 +195,5 @@ def check_answer(label: str, answer: Any, /, **data: Any) -> Verdict:
     return Verdict(ok)
 
 
-# Registers the references of chapters 0, 1, 8 and 10-12 (imported last: they use `reference` and `Part`).
+# Registers the references of chapters 0-3, 8 and 10-12 (imported last: they use `reference` and `Part`).
 from mixlib.exercise import part0, part1, part4, part5  # noqa: E402,F401
