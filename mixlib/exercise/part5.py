@@ -132,7 +132,7 @@ def _ex_11_2(stretch, bounds, E):
 @reference(
     "ex-11-3",
     Part("ヘッド", hint="np.unravel_index(np.argmax(score), score.shape) の層の番号は stretch.layers で読み替える"),
-    Part("パーセント点", hint="feature_null に nstretch・my_ids・n_draws=N_DRAWS・seed=SEED・relative=True を渡す"),
+    Part("パーセンタイル", hint="feature_null に nstretch・my_ids・n_draws=N_DRAWS・seed=SEED・relative=True を渡す"),
     judge=True,
 )
 def _ex_11_3(answers, my_ids, stretch, nstretch, n_draws, seed):
@@ -150,9 +150,9 @@ def _ex_11_3(answers, my_ids, stretch, nstretch, n_draws, seed):
             given_head = tuple(int(v) for v in given_head)
         except (TypeError, ValueError):
             given_head = ("?",)
-    pct = answers["パーセント点"]
+    pct = answers["パーセンタイル"]
     expected_pct = None if pct is None else feature_null(nstretch, ids, n_draws=n_draws, seed=seed, relative=True).percentile
-    return {"ヘッド": (given_head, head), "パーセント点": (pct, expected_pct)}
+    return {"ヘッド": (given_head, head), "パーセンタイル": (pct, expected_pct)}
 
 
 @reference(
