@@ -208,7 +208,7 @@ def _ex_12_3(A_ln):
     return int(np.argmax(below.mean(axis=1)))
 
 
-@reference("ex-12-4", Part(hint="セグメントは token_type_embeddings の 1 行目。ヘッドごとのスピアマン相関を長さ H の配列に", atol=1e-3))
+@reference("ex-12-4", Part(hint="セグメントは token_type_embeddings のインデックス 1 の行（文 B）。ヘッドごとのスピアマン相関を長さ H の配列に", atol=1e-3))
 def _ex_12_4(enc, E, Pe, ids, psi_word):
     import torch
     from scipy.stats import spearmanr
