@@ -217,14 +217,21 @@ def paper_value(key: str, name: str = "maeda2024", *, with_source: bool = False)
     return (value, sections[section]["source"]) if with_source else value
 
 
-def paper_claims(section: str, name: str = "maeda2024") -> dict[str, str]:
-    """The paper's qualitative statements of one section (e.g. ``"figure3"``, ``"positional"``), as ``{what: claim}``."""
+def paper_claims(section: str, name: str = "maeda2024", *, lang: str = "ja") -> dict[str, str]:
+    """The paper's qualitative statements of one section (e.g. ``"figure3"``, ``"positional"``), as ``{what: claim}``.
+
+    ``lang="ja"`` (the default, for the chapters) gives them in Japanese, with the paper's hedging;
+    ``lang="en"`` in English.
+    """
+    if lang not in ("ja", "en"):
+        raise ValueError(f"lang={lang!r}; use 'ja' or 'en'.")
     ref = load_reference(name)
     part = ref.get(section)
-    if not isinstance(part, dict) or not isinstance(part.get("claims"), dict):
-        have = [k for k, v in ref.items() if isinstance(v, dict) and "claims" in v]
+    key = "claims_ja" if lang == "ja" else "claims"
+    if not isinstance(part, dict) or not isinstance(part.get(key), dict):
+        have = [k for k, v in ref.items() if isinstance(v, dict) and key in v]
         raise ValueError(f"{name!r} has no claims under {section!r}; sections with claims: {', '.join(have) or '(none)'}.")
-    return dict(part["claims"])
+    return dict(part[key])
 
 
 def maeda_table1() -> Any:

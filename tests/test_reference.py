@@ -103,6 +103,12 @@ def test_maeda_sources_and_values():
     with pytest.raises(ValueError, match="no value"):
         R.paper_value("cls_pos0_cos")
     assert set(R.paper_claims("figure3")) == {"low", "middle", "high"}
+    for section in ("figure3", "positional"):  # the Japanese claims say the same things as the English ones
+        ja, en = R.paper_claims(section), R.paper_claims(section, lang="en")
+        assert set(ja) == set(en) and all(ja.values()) and ja != en
+    assert "推察" in R.paper_claims("figure3")["low"] and "0.99" in R.paper_claims("positional")["figure5"]
+    with pytest.raises(ValueError, match="lang"):
+        R.paper_claims("figure3", lang="fr")
     with pytest.raises(ValueError, match="sections with claims"):
         R.paper_claims("table2")
 
