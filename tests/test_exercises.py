@@ -26,7 +26,7 @@ from exercise_cells import check_cells, solutions, with_solutions
 
 ROOT = Path(__file__).resolve().parent.parent
 #: the chapters whose checks compute their references in mixlib.exercise
-CHECKED = ["00_environment", "01_vectors_cosine", "02_distributional", "03_word2vec", "04_seq2seq", "05_attention", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"]
+CHECKED = ["00_environment", "01_vectors_cosine", "02_distributional", "03_word2vec", "04_seq2seq", "05_attention", "06_transformer", "07_chihayafuru", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"]
 #: node types whose subtrees are compared; a subtree must have this many nodes (operands, not operators) to count
 SHAPED = (ast.Call, ast.BinOp, ast.Compare, ast.Subscript, ast.BoolOp, ast.UnaryOp)
 MIN_NODES = 4
@@ -267,3 +267,33 @@ def test_chapter_1_checks_take_a_function_and_hand_worked_values(capsys):
     assert ex.check_answer("ex-01-2", {"(a) 生のコサイン": 54 / math.sqrt(120 * 51), "(b) 相関係数": xc @ yc / math.sqrt((xc @ xc) * (yc @ yc))})
     assert ex.check_answer("ex-01-3", {"(a)": 45.0, "(b)": 3 * math.sqrt(2)})
     assert not ex.check_answer("ex-01-3", {"(a)": 135.0, "(b)": 3 * math.sqrt(2)})
+
+
+def test_part_3_checks_against_hand_work_and_simulation(capsys):
+    """ex-06-1/06-2/06-4 and ex-07-1/07-5 from hand-worked values, a simulation and known distances."""
+    assert ex.check_answer("ex-06-1", {"重み": [0.401, 0.198, 0.401], "出力": [0.602, 0.398]})
+    rng = np.random.default_rng(0)
+    sim = (rng.normal(size=(100_000, 64)) * rng.normal(size=(100_000, 64))).sum(axis=1)
+    assert ex.check_answer("ex-06-2", {"分散": float(sim.var()), "割った後": float((sim / 8).var())})
+    assert not ex.check_answer("ex-06-2", {"分散": 8.0, "割った後": 1.0})
+
+    def pe_dot(delta, d_model):
+        return float(np.cos(10000.0 ** (-np.arange(0, d_model, 2) / d_model) * delta).sum())
+
+    assert ex.check_answer("ex-06-4", pe_dot)
+    assert not ex.check_answer("ex-06-4", lambda delta, d: float(np.cos(delta)))
+    assert ex.check_answer("ex-07-1", {"文字正解率": 13 / 15, "完全一致": False})
+    assert not ex.check_answer("ex-07-1", {"文字正解率": 13 / 14, "完全一致": False})
+
+    def lev(a, b):
+        prev = list(range(len(b) + 1))
+        for i, ca in enumerate(a, 1):
+            cur = [i]
+            for j, cb in enumerate(b, 1):
+                cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+            prev = cur
+        return prev[-1]
+
+    assert ex.check_answer("ex-07-5", lev)
+    assert not ex.check_answer("ex-07-5", lambda a, b: abs(len(a) - len(b)))
+    assert "もう一度" in capsys.readouterr().out
