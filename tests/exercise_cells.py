@@ -17,7 +17,7 @@ CHECK_HEADER = re.compile(r"# 演習 (ex-[\d-]+) の自己チェック")
 SOLUTION = re.compile(r":::\{solution\} (ex-[\d-]+)\n(.*?)\n:::", re.S)
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 #: the lines a student replaces: an answer still None, or a stub function's body
-ANSWER_LINE = re.compile(r"^(ans_\w+|my_ids) = None\b|^    return None  # ← ここを書く")
+ANSWER_LINE = re.compile(r"^(ans_\w+|my_ids|my_group) = None\b|^    return None  # ← ここを書く")
 
 
 def solutions(nb: nbformat.NotebookNode) -> dict[str, str]:

@@ -1,14 +1,15 @@
-"""Part V's self-checks give nothing away, and check_answer keeps its contract.
+"""The self-checks of every chapter give nothing away, and check_answer keeps its contract.
 
-The check cells of the chapters listed in ``CHECKED`` call
-``mixlib.exercise.check_answer``, which computes the reference out of the
-cell. Here: (1) no check cell contains the computation of its exercise's
-solution (compared as syntax trees with every name made the same, so renamed
-variables do not hide it) or shows anything besides the verdict; (2) every
-exercise of those chapters has a registered check and a solution with code;
-(3) check_answer's verdicts, errors and laziness. That every solution passes
-its check is asserted where the notebooks run (``tests/test_notebooks.py``
-runs these chapters with the solutions filled in).
+Every check cell calls ``mixlib.exercise.check_answer``, which computes the
+reference out of the cell. Here: (1) no check cell contains the computation of
+its exercise's solution (compared as syntax trees with every name made the
+same, so renamed variables do not hide it) or shows anything besides the
+verdict; (2) every exercise whose solution computes something has a registered
+check, and every registered check an exercise; (3) check_answer's verdicts,
+errors and laziness, and the checks that need no model against hand-worked
+values. That every solution passes its check is asserted where the notebooks
+run (``tests/test_notebooks.py`` runs every chapter with the solutions filled
+in).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import mixlib.exercise as ex
 from exercise_cells import check_cells, solutions, with_solutions
 
 ROOT = Path(__file__).resolve().parent.parent
-#: the chapters whose checks compute their references in mixlib.exercise
-CHECKED = ["00_environment", "01_vectors_cosine", "02_distributional", "03_word2vec", "04_seq2seq", "05_attention", "06_transformer", "07_chihayafuru", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"]
+#: every chapter: each one's checks compute their references in mixlib.exercise
+CHECKED = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
 #: node types whose subtrees are compared; a subtree must have this many nodes (operands, not operators) to count
 SHAPED = (ast.Call, ast.BinOp, ast.Compare, ast.Subscript, ast.BoolOp, ast.UnaryOp)
 MIN_NODES = 4

@@ -19,13 +19,13 @@ The references are in one module per part of the book:
 :mod:`~mixlib.exercise.part0` (chapter 0), :mod:`~mixlib.exercise.part1`
 (chapters 1-3), :mod:`~mixlib.exercise.part2` (chapters 4-5),
 :mod:`~mixlib.exercise.part3` (chapters 6-7), :mod:`~mixlib.exercise.part4`
-(chapter 8) and :mod:`~mixlib.exercise.part5` (chapters 10-12). Each is an
+(chapters 8-9) and :mod:`~mixlib.exercise.part5` (chapters 10-12). Each is an
 independent computation where one exists. ``tests/test_exercises.py`` fails
 if a check cell contains its solution's computation or shows anything of its
 own; ``tests/test_notebooks.py`` runs every hidden solution through its check.
 
 :func:`check` and :func:`matches` are the verdict for one value against one
-reference; the chapters whose checks have not moved here yet call :func:`check` directly.
+reference, which check_answer prints for each part.
 """
 
 from __future__ import annotations
@@ -196,5 +196,5 @@ def check_answer(label: str, answer: Any, /, **data: Any) -> Verdict:
     return Verdict(ok)
 
 
-# Registers the references of chapters 0-8 and 10-12 (imported last: they use `reference` and `Part`).
+# Registers the references of every chapter (imported last: they use `reference` and `Part`).
 from mixlib.exercise import part0, part1, part2, part3, part4, part5  # noqa: E402,F401

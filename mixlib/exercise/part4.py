@@ -1,4 +1,4 @@
-"""The references of Part IV's exercises (chapter 8), computed out of the student's sight.
+"""The references of Part IV's exercises (chapters 8-9), computed out of the student's sight.
 
 Each function takes the chapter's variables by name (the check cell passes
 them) and computes the expected answer by its own route.
@@ -135,3 +135,89 @@ def _ex_08_6(answers, counts):
     wp = sorted(pairs, key=lambda p: (-pairs[p] / (units[p[0]] * units[p[1]]), p))[0]
 
     return {"(a) BPE": (_joined(answers["(a) BPE"]), " ".join(bpe)), "(b) WordPiece": (_joined(answers["(b) WordPiece"]), " ".join(wp))}
+
+
+# ---------------------------------------------------------------- chapter 9
+
+
+@reference("ex-09-1", Part(hint="注意マスクが 0 の位置（パディング）を除いて、last_hidden_state を平均する", atol=1e-4, rtol=1e-3))
+def _ex_09_1(enc, texts):
+    import torch
+
+    # the sentence alone, so no padding at all: the student's padded batch must give the same mean
+    batch = enc.tokenizer([texts[2]], return_tensors="pt").to(enc.device)
+    with torch.no_grad():
+        h = enc.model(**batch).last_hidden_state[0].double()
+    return h.mean(0).cpu().numpy()
+
+
+@reference(
+    "ex-09-2",
+    *(Part(name, hint="コサインの行列の対角（自分自身）を -inf にしてから、各行の argmax のグループを比べる", atol=1e-9)
+      for name in ("平均プーリング", "単語ベクトルの平均", "ランダムなベクトル")),
+    judge=True,
+    one_answer=True,
+)
+def _ex_09_2(answers, enc, texts, X, groups):
+    from mixlib.course import sentences as sv
+
+    nn_accuracy = answers["平均プーリング"]
+    cases = {"平均プーリング": np.asarray(X), "単語ベクトルの平均": sv.sentence_vectors(enc, texts, pooling="static"),
+             "ランダムなベクトル": np.random.default_rng(0).normal(size=(len(groups), 8))}
+    out = {}
+    for name, V in cases.items():
+        got = nn_accuracy(V, groups)
+        out[name] = (got, None if got is None else sv.group_scores(V, groups)["nn_accuracy"])
+    return out
+
+
+@reference(
+    "ex-09-3",
+    Part("(a) のコサイン", hint="sv.sentence_vectors で 2 文のベクトルを作り、sv.cosine_matrix の [0, 1]"),
+    Part("(b) のコサイン", hint="(a) と同じ手順を (b) の 2 文で"),
+    judge=True,
+)
+def _ex_09_3(answers, enc, pair_a, pair_b):
+    from mixlib.course import sentences as sv
+
+    out = {}
+    for part, pair in (("(a) のコサイン", pair_a), ("(b) のコサイン", pair_b)):
+        given = answers[part]
+        if given is not None and (pair is None or len(pair) != 2 or not all(isinstance(s, str) and s.strip() for s in pair)):
+            raise ValueError(f"ex-09-3: {part[:3]} の 2 文を (文1, 文2) の形で入れてから、このセルを実行し直す。")
+        out[part] = (given, None if given is None else float(sv.cosine_matrix(sv.sentence_vectors(enc, list(pair)))[0, 1]))
+    return out
+
+
+@reference("ex-09-4", Part("自分の場面", hint="4 文以上の英文のリスト（空の文は入れない）"), judge=True)
+def _ex_09_4(answers, enc, texts):
+    """Not right or wrong: reports, for each of the student's sentences, whether its nearest neighbour is one of theirs."""
+    from mixlib.course import sentences as sv
+
+    mine = answers["自分の場面"]
+    if mine is None:
+        return {"自分の場面": (None, None)}
+    mine = list(mine)
+    if len(mine) < 4 or not all(isinstance(s, str) and s.strip() for s in mine):
+        return {"自分の場面": (False, True)}
+    every = list(texts) + mine
+    S = sv.cosine_matrix(sv.sentence_vectors(enc, every))
+    np.fill_diagonal(S, -np.inf)
+    hits = [int(S[i].argmax()) >= len(texts) for i in range(len(texts), len(every))]
+    print(f"自分の文 {len(mine)} 個のうち、最近傍が自分のグループにあったもの: {sum(hits)} 個")
+    for i, hit in zip(range(len(texts), len(every)), hits):
+        if not hit:
+            print("  最近傍が別の場面:", every[i][:60], "→", every[int(S[i].argmax())][:60])
+    return {"自分の場面": (True, True)}
+
+
+@reference(
+    "ex-09-5",
+    Part("損失", hint="行ごとの softmax は exp(s_ij) / Σ_j exp(s_ij)。対角の対数確率の平均に負号"),
+    Part("偶然の水準", hint="全ての s_ij が等しければ、各行の確率は 1/B"),
+)
+def _ex_09_5(X, batches, scale):
+    from mixlib.course import sentences as sv
+
+    ref = sv.in_batch_contrastive(np.asarray(X)[batches[0][0]], np.asarray(X)[batches[0][1]], scale=scale)
+    return {"損失": ref["loss"], "偶然の水準": ref["chance_loss"]}
