@@ -77,7 +77,7 @@ def check(answer: Any, reference: Any, *, name: str = "", hint: str = "", rtol: 
     answer : Any
         The student's answer; ``None`` means not answered yet.
     reference : Any
-        The expected value, computed in the notebook from its own data.
+        The expected value (:func:`mixlib.exercise.check_answer` computes it out of the cell).
     name : str
         The exercise label, e.g. ``"ex-01-2 (a)"``; printed before the verdict.
     hint : str

@@ -111,9 +111,9 @@ def _ex_08_4(enc):
 )
 def _ex_08_5(final, probes):
     rel = "代名詞（手がかりは右）"
-    answers = probes.loc[probes["relation"] == rel, "answer"]
+    gold = probes.loc[probes["relation"] == rel, "answer"]
     return {"正答率": float(final.loc[final["relation"] == rel, "correct"].mean()),
-            "偶然の水準": max(Counter(answers).values()) / len(answers)}
+            "偶然の水準": max(Counter(gold).values()) / len(gold)}
 
 
 @reference(
