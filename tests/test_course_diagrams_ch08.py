@@ -46,3 +46,40 @@ def test_bert_heads_put_mlm_heads_on_masks_and_show_token_level_fine_tuning():
     assert any("NER" in t for t in texts) and any("SQuAD" in t for t in texts)
     assert len(fig.axes) == 2
     plt.close(fig)
+
+
+def _overflowing_labels(fig):
+    """Texts drawn at a box's centre whose rendered extent leaves that box (in display pixels)."""
+    from matplotlib.patches import FancyBboxPatch
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    bad = []
+    for ax in fig.axes:
+        boxes = [p for p in ax.patches if isinstance(p, FancyBboxPatch)]
+        for t in ax.texts:
+            for p in boxes:
+                x0, y0, w, h = p.get_x(), p.get_y(), p.get_width(), p.get_height()
+                if abs(t.get_position()[0] - (x0 + w / 2)) < 1e-9 and abs(t.get_position()[1] - (y0 + h / 2)) < 1e-9:
+                    inner, outer = t.get_window_extent(renderer), p.get_window_extent(renderer)
+                    if inner.x0 < outer.x0 or inner.x1 > outer.x1 or inner.y0 < outer.y0 or inner.y1 > outer.y1:
+                        bad.append(t.get_text())
+                        break
+    return bad
+
+
+@pytest.mark.parametrize("draw", [ch08.draw_bert_input, ch08.draw_bert_heads])
+def test_every_box_label_stays_inside_its_box(draw):
+    fig = draw()
+    labelled = sum(1 for ax in fig.axes for t in ax.texts)
+    assert labelled > 10  # the check below looks at real labels
+    assert _overflowing_labels(fig) == []
+    plt.close(fig)
+
+
+def test_the_overflow_check_sees_a_label_that_runs_out_of_its_box():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ch08._box(ax, 0.5, 0.5, 0.1, 0.1, "a label far too long for its box")
+    ax.set(xlim=(0, 1), ylim=(0, 1))
+    assert _overflowing_labels(fig) == ["a label far too long for its box"]
+    plt.close(fig)

@@ -254,3 +254,27 @@ def test_plot_fill_mask_one_panel_per_model(tokenizer):
     plt.close(fig)
     with pytest.raises(ValueError):
         mb.plot_fill_mask({}, "x")
+
+
+def test_compare_to_corpus_says_what_agrees_and_what_does_not():
+    import pandas as pd
+
+    corpus = pd.Series({"puppy": 0.38, "kitten": 0.37, "rabbit": 0.25})
+    # same words, other order: the corpus' first word's rank and the largest gap are named
+    said = mb.compare_to_corpus(corpus, pd.Series({"kitten": 0.35, "rabbit": 0.34, "puppy": 0.30}))
+    assert "顔ぶれはコーパスと同じ" in said and "確率の和 0.99" in said
+    assert "puppy がモデルでは 3 位" in said and "最大 0.09（rabbit）" in said and "順までは写していない" in said
+    # same words, same order
+    said = mb.compare_to_corpus(corpus, pd.Series({"puppy": 0.40, "kitten": 0.33, "rabbit": 0.20}))
+    assert "順もコーパスの割合の順と同じ" in said and "写していない" not in said and "最大 0.05（rabbit）" in said
+    # a word the corpus never puts there
+    said = mb.compare_to_corpus(corpus, pd.Series({"puppy": 0.5, "grape": 0.3, "kitten": 0.1, "rabbit": 0.05}))
+    assert "2 個だけ" in said and "確率の和 0.60" in said and "一致しない" in said
+
+
+@pytest.mark.parametrize("corpus, model", [({}, {"a": 1.0}), ({"a": 0.5, "b": 0.5}, {"a": 1.0})])
+def test_compare_to_corpus_bad_input(corpus, model):
+    import pandas as pd
+
+    with pytest.raises(ValueError):
+        mb.compare_to_corpus(pd.Series(corpus, dtype=float), pd.Series(model, dtype=float))

@@ -245,6 +245,36 @@ def test_chapter_8_checks_that_need_no_model(capsys):
     assert "もう一度" in out and "19.2" not in out
 
 
+def test_chapter_8_parameter_counts_in_ex_08_4_solution_match_the_models():
+    """ex-08-4's solution counts bert-base-uncased by formula (it cannot be loaded offline): the formula and the
+    totals it writes down must equal transformers' own BertModel built from each configuration (on the meta device)."""
+    import re
+
+    import torch
+    from transformers import BertConfig, BertModel
+
+    code = solutions(nbformat.read(ROOT / "notebooks" / "08_bert.ipynb", as_version=4))["ex-08-4"]
+    scope: dict = {}
+    exec(code[code.index("def bert_params"):], scope)  # the part that needs no model
+
+    def counted(**cfg):
+        with torch.device("meta"):
+            model = BertModel(BertConfig(**cfg))
+        return (sum(p.numel() for p in model.embeddings.parameters()), sum(p.numel() for p in model.parameters()))
+
+    base = counted()  # BertConfig's defaults are bert-base-uncased's: 30522 x 768, 12 layers, 3072, 512 positions
+    mini = counted(hidden_size=384, num_hidden_layers=6, intermediate_size=1536)  # all-MiniLM-L6-v2
+    assert (scope["base_emb"], scope["base_all"]) == base
+    assert (scope["mini_emb"], scope["mini_all"]) == mini
+    assert scope["bert_params"](30522, 512, 768, 12) == base[1]
+    written = [int(x.replace(",", "")) for x in re.findall(r"\d{1,3}(?:,\d{3})+", code)]
+    assert written == [*base, *mini]  # the totals in the comments are the counted ones
+    text = nbformat.read(ROOT / "notebooks" / "08_bert.ipynb", as_version=4)
+    solution = next(c.source for c in text.cells if ":::{solution} ex-08-4" in c.source)
+    shares = [int(x) for x in re.findall(r"約 (\d+)%", solution)]
+    assert shares == [round(100 * base[0] / base[1]), round(100 * mini[0] / mini[1])]
+
+
 def test_chapter_1_checks_take_a_function_and_hand_worked_values(capsys):
     """ex-01-1 judges one function on two parts; ex-01-2/3 against values worked by hand."""
 

@@ -50,6 +50,7 @@ __all__ = [
     "fill_mask",
     "cloze_probes",
     "cloze_accuracy",
+    "compare_to_corpus",
     "load_mlm_head",
     "plot_fill_mask",
     "CLOZE_RELATIONS",
@@ -586,6 +587,52 @@ def cloze_accuracy(model: Any, tokenizer: Any, probes: pd.DataFrame, *, vocab: C
     out["correct"] = [p == a for p, a in zip(predicted, answers)]
     out["chance"] = out.groupby("relation")["answer"].transform(lambda s: s.value_counts().iloc[0] / len(s))
     return out
+
+
+def compare_to_corpus(corpus: pd.Series, model: pd.Series) -> str:
+    """One Japanese sentence comparing a model's fill-in candidates with the corpus' own shares.
+
+    Parameters
+    ----------
+    corpus : Series
+        word -> share of that word in the corpus at the blank's position (e.g. the words after
+        "furry"), sorted from the most frequent.
+    model : Series
+        word -> the model's probability, its top ``len(corpus)`` candidates, sorted from the most
+        probable.
+
+    Returns
+    -------
+    str
+        What agrees and what does not: whether the candidates are the corpus' words, how much
+        probability the model puts on them, whether the order is the corpus' order (and, when not,
+        where the corpus' most frequent word ranks) and the largest difference of probability.
+
+    Raises
+    ------
+    ValueError
+        Either series is empty, or ``model`` has fewer candidates than ``corpus`` has words.
+    """
+    if corpus.empty or model.empty:
+        raise ValueError("corpus and model must each hold at least one word with its probability.")
+    if len(model) < len(corpus):
+        raise ValueError(f"model holds {len(model)} candidates; give its top {len(corpus)} (as many as the corpus has words).")
+    k = len(corpus)
+    top = model.iloc[:k]
+    mass = float(top[top.index.isin(corpus.index)].sum())
+    shared = [w for w in top.index if w in corpus.index]
+    if len(shared) < k:
+        return (f"モデルの上位 {k} 個のうち、コーパスで現れる単語は {len(shared)} 個だけで（確率の和 {mass:.2f}）、"
+                "顔ぶれがコーパスと一致しない。")
+    gap = (top - corpus.reindex(top.index)).abs()
+    said = (f"上位 {k} 個の顔ぶれはコーパスと同じで（モデルがこれらに置いた確率の和 {mass:.2f}）、"
+            f"確率の差は最大 {gap.max():.2f}（{gap.idxmax()}）である。")
+    if list(top.index) == list(corpus.index):
+        return said + "順もコーパスの割合の順と同じである。"
+    first = corpus.index[0]
+    rank = list(top.index).index(first) + 1
+    return (said + f"ただし順は違い、コーパスで最も多い {first} がモデルでは {rank} 位である。"
+            "モデルは来うる単語の顔ぶれは覚えたが、コーパスでの割合の順までは写していない。")
 
 
 def load_mlm_head(enc: Any) -> Any | None:

@@ -58,7 +58,7 @@ def _check_example(tokens: Sequence[str], segments: Sequence[int]) -> None:
     if not tokens:
         raise ValueError("tokens is empty; give at least [CLS] and [SEP].")
     if any(s not in (0, 1) for s in segments):
-        raise ValueError(f"segments must be 0 (sentence A) or 1 (sentence B), got {sorted(set(segments))}.")
+        raise ValueError(f"segments must be 0 (segment A) or 1 (segment B), got {sorted(set(segments))}.")
 
 
 def draw_bert_input(tokens: Sequence[str] = EXAMPLE_TOKENS, segments: Sequence[int] = EXAMPLE_SEGMENTS) -> plt.Figure:
@@ -69,7 +69,8 @@ def draw_bert_input(tokens: Sequence[str] = EXAMPLE_TOKENS, segments: Sequence[i
     tokens : sequence of str
         WordPiece tokens including ``[CLS]`` and ``[SEP]``.
     segments : sequence of {0, 1}
-        Segment (token type) of each token: 0 for sentence A, 1 for sentence B.
+        Segment (token type) of each token: 0 for segment A, 1 for segment B (a segment is any
+        stretch of consecutive text, not necessarily one sentence).
 
     Returns
     -------
@@ -102,8 +103,8 @@ def draw_bert_input(tokens: Sequence[str] = EXAMPLE_TOKENS, segments: Sequence[i
     left, right = xs[0] - w / 2, xs[-1] + w / 2
     _box(ax, (left + right) / 2, 0.75, right - left, 0.5, "和をとって層正規化（とドロップアウト）→ 第 1 層への入力 $\\mathbf{e}_i$",
          color=_ENC, fontsize=9.5)
-    # brackets for the two sentences
-    for seg, name in ((0, "文 A"), (1, "文 B")):
+    # brackets for the two segments
+    for seg, name in ((0, "区間 A"), (1, "区間 B")):
         idx = [i for i, s in enumerate(segments) if s == seg]
         if idx:
             a, b = xs[idx[0]] - w / 2, xs[idx[-1]] + w / 2
@@ -149,7 +150,7 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
         _box(ax, x, 0.6, w, h, t, edge=special or "#555555", lw=1.8 if special else 1.0, textcolor=special or "black", fontsize=8)
         _arrow(ax, (x, 0.87), (x, 1.35))
     left, right = xs[0] - w / 2, xs[-1] + w / 2
-    _box(ax, (left + right) / 2, 2.0, right - left, 1.2, "Transformer のエンコーダ（12 層、双方向の自己注意）", color=_ENC, fontsize=10)
+    _box(ax, (left + right) / 2, 2.0, right - left, 1.2, "Transformer のエンコーダ（BERT-base で 12 層、双方向の自己注意）", color=_ENC, fontsize=10)
     outs = ["$C$"] + [f"$T_{{{i}}}$" for i in range(1, n)]
     for x, o in zip(xs, outs):
         _arrow(ax, (x, 2.62), (x, 3.05))
@@ -159,7 +160,7 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
     ax.text(xs[0], 5.2, "IsNext / NotNext", ha="center", fontsize=8.5)
     masked = [x for x, t in zip(xs, tokens) if t == "[MASK]"]
     for x in masked:
-        _box(ax, x, 4.55, 1.5, 0.8, "MLM ヘッド\n語彙全体の softmax", color=_HEAD, fontsize=8.5)
+        _box(ax, x, 4.55, 1.9, 0.8, "MLM ヘッド\n語彙全体の softmax", color=_HEAD, fontsize=8.5)
         _arrow(ax, (x, 3.57), (x, 4.13))
         ax.text(x, 5.2, "元の語を当てる", ha="center", fontsize=8.5)
     ax.text((left + right) / 2, 5.75, "MLM ヘッドの出力層の重みは、トークンの埋め込み表と共有（転置して使う）", ha="center", fontsize=8.5,
