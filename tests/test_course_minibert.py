@@ -157,7 +157,7 @@ def test_cloze_probes_are_the_corpus_grammar():
 
     pr = mb.cloze_probes()
     counts = pr.relation.value_counts().to_dict()
-    assert counts == {"時制（手がかりは左）": 240, "代名詞（手がかりは左）": 48, "代名詞（手がかりは右）": 48, "人物（手がかりは右）": 48, "国と首都": 8}
+    assert counts == {"時制（時は左、動詞は右）": 240, "代名詞（手がかりは左）": 48, "代名詞（手がかりは右）": 48, "人物（手がかりは右）": 48, "国と首都": 8}
     assert list(dict.fromkeys(pr.relation)) != [] and set(pr.relation) == set(mb.CLOZE_RELATIONS)
     assert (pr.text.str.count(r"\[MASK\]") == 1).all() and not pr.text.duplicated().any()
     for r in pr.itertuples():
@@ -258,23 +258,73 @@ def test_plot_fill_mask_one_panel_per_model(tokenizer):
 
 def test_compare_to_corpus_says_what_agrees_and_what_does_not():
     import pandas as pd
+    from scipy.stats import binomtest
 
-    corpus = pd.Series({"puppy": 0.38, "kitten": 0.37, "rabbit": 0.25})
-    # same words, other order: the corpus' first word's rank and the largest gap are named
-    said = mb.compare_to_corpus(corpus, pd.Series({"kitten": 0.35, "rabbit": 0.34, "puppy": 0.30}))
-    assert "顔ぶれはコーパスと同じ" in said and "確率の和 0.99" in said
-    assert "puppy がモデルでは 3 位" in said and "最大 0.09（rabbit）" in said and "順までは写していない" in said
-    # same words, same order
-    said = mb.compare_to_corpus(corpus, pd.Series({"puppy": 0.40, "kitten": 0.33, "rabbit": 0.20}))
-    assert "順もコーパスの割合の順と同じ" in said and "写していない" not in said and "最大 0.05（rabbit）" in said
+    counts = pd.Series({"puppy": 81, "kitten": 80, "rabbit": 55})  # the chapter's corpus, n = 216
+    ci = {w: binomtest(int(c), 216).proportion_ci(0.95) for w, c in counts.items()}  # an independent route to the intervals
+    model = pd.Series({"kitten": 0.35, "rabbit": 0.34, "puppy": 0.30})
+    inside = sum(ci[w].low <= p <= ci[w].high for w, p in model.items())
+    said = mb.compare_to_corpus(counts, model)
+    assert "顔ぶれはコーパスと同じ" in said and "確率の和 0.99" in said and "216 回の観測" in said
+    assert f"3 個のうち {inside} 個" in said and inside == 1
+    # puppy/kitten and puppy/rabbit swap; the corpus intervals of both pairs overlap, so the order is not read
+    assert ci["rabbit"].high > ci["puppy"].low
+    assert "puppy と kitten、puppy と rabbit" in said and "読めない" in said and "写していない" not in said
+    # the same order
+    said = mb.compare_to_corpus(counts, pd.Series({"puppy": 0.40, "kitten": 0.33, "rabbit": 0.15}))
+    assert ci["rabbit"].low > 0.15
+    assert "順もコーパスの割合の順と同じ" in said and "3 個のうち 2 個" in said
+    # a swap between words whose intervals are apart is read
+    big = pd.Series({"puppy": 800, "kitten": 790, "rabbit": 410})
+    said = mb.compare_to_corpus(big, pd.Series({"rabbit": 0.5, "puppy": 0.3, "kitten": 0.2}))
+    assert "区間が離れている puppy と rabbit" in said and "写していない" in said
     # a word the corpus never puts there
-    said = mb.compare_to_corpus(corpus, pd.Series({"puppy": 0.5, "grape": 0.3, "kitten": 0.1, "rabbit": 0.05}))
+    said = mb.compare_to_corpus(counts, pd.Series({"puppy": 0.5, "grape": 0.3, "kitten": 0.1, "rabbit": 0.05}))
     assert "2 個だけ" in said and "確率の和 0.60" in said and "一致しない" in said
 
 
-@pytest.mark.parametrize("corpus, model", [({}, {"a": 1.0}), ({"a": 0.5, "b": 0.5}, {"a": 1.0})])
-def test_compare_to_corpus_bad_input(corpus, model):
+@pytest.mark.parametrize("counts, model", [({}, {"a": 1.0}), ({"a": 5, "b": 5}, {"a": 1.0}), ({"a": 0.5}, {"a": 1.0}),
+                                           ({"a": 0}, {"a": 1.0})])
+def test_compare_to_corpus_bad_input(counts, model):
     import pandas as pd
 
     with pytest.raises(ValueError):
-        mb.compare_to_corpus(pd.Series(corpus, dtype=float), pd.Series(model, dtype=float))
+        mb.compare_to_corpus(pd.Series(counts, dtype=float), pd.Series(model, dtype=float))
+
+
+def test_diff_yardstick_is_the_spread_of_a_difference_of_two_independent_scores():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for score, n in ((84.2, 9815), (95.4, 5942), (86.7, 408)):
+        p = score / 100
+        sim = (rng.binomial(n, p, 400_000) - rng.binomial(n, p, 400_000)) / n * 100
+        half = (np.quantile(sim, 0.975) - np.quantile(sim, 0.025)) / 2
+        assert mb.diff_yardstick(score, n) == pytest.approx(half, rel=0.03)
+    # one score's half-width times sqrt(2), elementwise on a Series
+    import pandas as pd
+
+    got = mb.diff_yardstick(pd.Series({"a": 50.0, "b": 90.0}), pd.Series({"a": 100, "b": 400}))
+    assert got["a"] == pytest.approx(1.96 * np.sqrt(2) * 5.0) and got["b"] == pytest.approx(1.96 * np.sqrt(2) * 1.5)
+    for score, n in ((101, 10), (50, 0)):
+        with pytest.raises(ValueError):
+            mb.diff_yardstick(score, n)
+
+
+def test_compare_settings_first_and_previous():
+    import pandas as pd
+
+    t = pd.DataFrame({"A": [80.0, 79.0, 70.0], "B": [90.0, 90.5, 91.0]}, index=["base", "x", "y"])
+    first = mb.compare_settings(t, {"A": 1000}, against="first").set_index(["setting", "task"])
+    assert first.loc[("y", "A"), "diff"] == -10 and first.loc[("y", "A"), "baseline"] == "base"
+    assert first.loc[("x", "A"), "yardstick"] == pytest.approx(mb.diff_yardstick(80.0, 1000))
+    assert not first.loc[("x", "A"), "beyond"] and first.loc[("y", "A"), "beyond"]
+    assert pd.isna(first.loc[("x", "B"), "yardstick"]) and not first.loc[("x", "B"), "beyond"]  # no dev size: no verdict
+    prev = mb.compare_settings(t, {"A": 1000, "B": 1000}, against="previous").set_index(["setting", "task"])
+    assert prev.loc[("y", "A"), "diff"] == -9 and prev.loc[("y", "A"), "baseline"] == "x"
+    assert prev.loc[("y", "B"), "yardstick"] == pytest.approx(mb.diff_yardstick(90.5, 1000))
+    assert prev.loc[("y", "A"), "times"] == pytest.approx(9 / mb.diff_yardstick(79.0, 1000))
+    with pytest.raises(ValueError):
+        mb.compare_settings(t, {}, against="last")
+    with pytest.raises(ValueError):
+        mb.compare_settings(t.iloc[:1], {})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections import Counter
 from pathlib import Path
 
 import nbformat
@@ -229,8 +230,32 @@ def test_chapter_8_checks_that_need_no_model(capsys):
     assert ex.check_answer("ex-08-3", {"(a)": worst, "(b)": gap})
     assert not ex.check_answer("ex-08-3", {"(a)": worst, "(b)": {c: gap[c] for c in cols[:2]}})  # a column missing
     counts = {"walk": 6, "walked": 4, "talk": 5, "talked": 3, "wall": 2, "tall": 1, "ask": 2}
-    assert ex.check_answer("ex-08-6", {"(a) BPE": ("##a", "##l"), "(b) WordPiece": ["a", "##s"]}, counts=counts)
-    assert not ex.check_answer("ex-08-6", {"(a) BPE": ("##l", "##k"), "(b) WordPiece": None}, counts=counts)
+    # (c) by brute force here: every merge's change in the unigram log-likelihood, worked out from the merged corpus
+    def loglik(words):
+        c = Counter(u for w, n in words for u in w for _ in range(n))
+        return sum(v * math.log(v / sum(c.values())) for v in c.values())
+
+    def split(w):
+        return [w[0], *("##" + ch for ch in w[1:])]
+
+    def merge(units, a, b):
+        out, i = [], 0
+        while i < len(units):
+            if i + 1 < len(units) and (units[i], units[i + 1]) == (a, b):
+                out.append(a + b.removeprefix("##"))
+                i += 2
+            else:
+                out.append(units[i])
+                i += 1
+        return out
+
+    base = [(split(w), n) for w, n in counts.items()]
+    pairs = {(u[i], u[i + 1]) for u, _ in base for i in range(len(u) - 1)}
+    gains = {p: loglik([(merge(u, *p), n) for u, n in base]) - loglik(base) for p in pairs}
+    best = max(gains, key=gains.get)
+    assert best == ("##a", "##l") and gains[best] == pytest.approx(43.3, abs=0.05)  # the BPE pair, not the ratio's ("a", "##s")
+    assert ex.check_answer("ex-08-6", {"(a) BPE": ("##a", "##l"), "(b) WordPiece": ["a", "##s"], "(c) 尤度": best}, counts=counts)
+    assert not ex.check_answer("ex-08-6", {"(a) BPE": ("##l", "##k"), "(b) WordPiece": None, "(c) 尤度": ("a", "##s")}, counts=counts)
     toy = {"un", "##aff", "##able", "##a", "##ffa", "##ble", "##b", "##l", "##e"}
 
     class Tok:
@@ -273,6 +298,14 @@ def test_chapter_8_parameter_counts_in_ex_08_4_solution_match_the_models():
     solution = next(c.source for c in text.cells if ":::{solution} ex-08-4" in c.source)
     shares = [int(x) for x in re.findall(r"約 (\d+)%", solution)]
     assert shares == [round(100 * base[0] / base[1]), round(100 * mini[0] / mini[1])]
+
+
+def test_ex_08_1_solution_names_the_split_the_vocabulary_gives(packaged_enc):
+    """The solution states BERT's split of 'unaffable' (the packaged model has bert-base-uncased's vocabulary)."""
+    nb = nbformat.read(ROOT / "notebooks" / "08_bert.ipynb", as_version=4)
+    solution = next(c.source for c in nb.cells if ":::{solution} ex-08-1" in c.source)
+    got = packaged_enc.tokenizer.tokenize("unaffable")
+    assert f"`{' '.join(got)}`" in solution and got[0] != "un"  # the split crosses un | affable, as the solution says
 
 
 def test_chapter_1_checks_take_a_function_and_hand_worked_values(capsys):

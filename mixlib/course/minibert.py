@@ -7,8 +7,9 @@ Chapter 8 uses this module to show the two pre-training tasks of BERT
   chosen ones by ``[MASK]``, 10% by a random token, keep 10% unchanged; the
   labels are the original tokens at the chosen positions. :func:`masking_stats`
   counts what happened.
-* :func:`nsp_examples` -- sentence pairs for next-sentence prediction: half
-  real continuations (``IsNext``), half random sentences (``NotNext``).
+* :func:`nsp_examples` -- segment pairs for next-sentence prediction: each one
+  the real continuation (``IsNext``) with probability 1/2, else the second
+  segment of another pair (``NotNext``).
 * :func:`train_minibert` -- a tiny ``transformers.BertForMaskedLM`` trained
   with the MLM loss on a small corpus in a minute or two on a CPU, over a
   compact vocabulary (the WordPiece ids that occur in the corpus).
@@ -21,6 +22,10 @@ Chapter 8 uses this module to show the two pre-training tasks of BERT
   :func:`train_minibert` can record it during training (``probes=``).
 * :func:`load_mlm_head` -- the masked-LM model behind an encoder, or ``None``
   when its checkpoint has no MLM head (the packaged all-MiniLM-L6-v2).
+* :func:`compare_to_corpus` -- a fill-in's candidates against the corpus' own
+  counts, with their intervals.
+* :func:`diff_yardstick` / :func:`compare_settings` -- the papers' ablation
+  tables read against a rough dev-set yardstick for a difference.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ __all__ = [
     "cloze_probes",
     "cloze_accuracy",
     "compare_to_corpus",
+    "diff_yardstick",
+    "compare_settings",
     "load_mlm_head",
     "plot_fill_mask",
     "CLOZE_RELATIONS",
@@ -482,7 +489,7 @@ CLOZE_RELATIONS = {
     "代名詞（手がかりは左）": "the {w} loves [MASK] {obj} -> his / her",
     "代名詞（手がかりは右）": "[MASK] is a {w} with a {obj} -> he / she",
     "人物（手がかりは右）": "the [MASK] loves {his} {obj} -> the person of that pair and gender",
-    "時制（手がかりは左）": "yesterday / every day ... {subj} [MASK] {obj} -> the verb form",
+    "時制（時は左、動詞は右）": "yesterday / every day ... {subj} [MASK] {obj} -> the verb form",
     "国と首都": "the capital of {country} is [MASK] -> its capital",
 }
 
@@ -497,7 +504,8 @@ def cloze_probes() -> pd.DataFrame:
     * 代名詞（手がかりは左）: ``the {w} loves [MASK] {obj}`` -> his / her (16 x 3);
     * 代名詞（手がかりは右）: ``[MASK] is a {w} with a {obj}`` -> he / she (16 x 3);
     * 人物（手がかりは右）: ``the [MASK] loves {his} {obj}`` -> the person (16 x 3);
-    * 時制（手がかりは左）: the six tense templates x 4 subjects x 10 verbs (240);
+    * 時制（時は左、動詞は右）: the six tense templates x 4 subjects x 10 verbs (240): the tense comes from the
+      time word on the left, the verb from its object on the right;
     * 国と首都: ``the capital of {country} is [MASK]`` (8).
 
     Returns
@@ -589,50 +597,143 @@ def cloze_accuracy(model: Any, tokenizer: Any, probes: pd.DataFrame, *, vocab: C
     return out
 
 
-def compare_to_corpus(corpus: pd.Series, model: pd.Series) -> str:
-    """One Japanese sentence comparing a model's fill-in candidates with the corpus' own shares.
+def compare_to_corpus(counts: pd.Series, model: pd.Series, *, level: float = 0.95) -> str:
+    """One Japanese sentence comparing a model's fill-in candidates with what the corpus says, with its uncertainty.
 
     Parameters
     ----------
-    corpus : Series
-        word -> share of that word in the corpus at the blank's position (e.g. the words after
-        "furry"), sorted from the most frequent.
+    counts : Series of int
+        word -> how often the corpus puts that word at the blank's position (e.g. right after
+        "furry"). The shares ``counts / counts.sum()`` are estimates from that many observations;
+        each gets a Clopper-Pearson interval at ``level``.
     model : Series
-        word -> the model's probability, its top ``len(corpus)`` candidates, sorted from the most
-        probable.
+        word -> the model's probability, its top candidates (at least ``len(counts)``), sorted
+        from the most probable.
+    level : float
+        Coverage of the intervals.
 
     Returns
     -------
     str
-        What agrees and what does not: whether the candidates are the corpus' words, how much
-        probability the model puts on them, whether the order is the corpus' order (and, when not,
-        where the corpus' most frequent word ranks) and the largest difference of probability.
+        What agrees and what does not: whether the model's top ``len(counts)`` are the corpus'
+        words and how much probability it puts on them; how many of its probabilities lie inside
+        the corpus shares' intervals; and whether its order differs from the corpus' order only
+        between words whose intervals overlap (then the corpus cannot fix the order, and the
+        difference is not read) or also between words whose intervals are apart.
 
     Raises
     ------
     ValueError
-        Either series is empty, or ``model`` has fewer candidates than ``corpus`` has words.
+        An empty series, counts that are not positive integers, or fewer model candidates than
+        corpus words.
     """
-    if corpus.empty or model.empty:
-        raise ValueError("corpus and model must each hold at least one word with its probability.")
-    if len(model) < len(corpus):
-        raise ValueError(f"model holds {len(model)} candidates; give its top {len(corpus)} (as many as the corpus has words).")
-    k = len(corpus)
+    from scipy.stats import beta
+
+    if counts.empty or model.empty:
+        raise ValueError("counts and model must each hold at least one word.")
+    if (counts <= 0).any() or not np.allclose(counts, np.round(counts)):
+        raise ValueError(f"counts must be positive whole numbers (how often each word occurs), got {counts.tolist()}.")
+    if len(model) < len(counts):
+        raise ValueError(f"model holds {len(model)} candidates; give its top {len(counts)} (as many as the corpus has words).")
+    counts = counts.sort_values(ascending=False, kind="stable")
+    k, n = len(counts), int(counts.sum())
     top = model.iloc[:k]
-    mass = float(top[top.index.isin(corpus.index)].sum())
-    shared = [w for w in top.index if w in corpus.index]
+    mass = float(top[top.index.isin(counts.index)].sum())
+    shared = [w for w in top.index if w in counts.index]
     if len(shared) < k:
         return (f"モデルの上位 {k} 個のうち、コーパスで現れる単語は {len(shared)} 個だけで（確率の和 {mass:.2f}）、"
                 "顔ぶれがコーパスと一致しない。")
-    gap = (top - corpus.reindex(top.index)).abs()
+    alpha = 1 - level
+    lo = pd.Series(beta.ppf(alpha / 2, counts, n - counts + 1), index=counts.index).fillna(0.0)
+    hi = pd.Series(beta.ppf(1 - alpha / 2, counts + 1, n - counts), index=counts.index).fillna(1.0)
+    inside = int(((top >= lo.reindex(top.index)) & (top <= hi.reindex(top.index))).sum())
     said = (f"上位 {k} 個の顔ぶれはコーパスと同じで（モデルがこれらに置いた確率の和 {mass:.2f}）、"
-            f"確率の差は最大 {gap.max():.2f}（{gap.idxmax()}）である。")
-    if list(top.index) == list(corpus.index):
+            f"モデルの確率がコーパスの割合の {level:.0%} 区間（{n} 回の観測から）の内側にあるのは {k} 個のうち {inside} 個である。")
+    rank = {w: i for i, w in enumerate(top.index)}
+    words = list(counts.index)
+    swapped = [(a, b) for i, a in enumerate(words) for b in words[i + 1:] if rank[a] > rank[b]]
+    if not swapped:
         return said + "順もコーパスの割合の順と同じである。"
-    first = corpus.index[0]
-    rank = list(top.index).index(first) + 1
-    return (said + f"ただし順は違い、コーパスで最も多い {first} がモデルでは {rank} 位である。"
-            "モデルは来うる単語の顔ぶれは覚えたが、コーパスでの割合の順までは写していない。")
+    apart = [(a, b) for a, b in swapped if lo[a] > hi[b]]
+    names = "、".join(f"{a} と {b}" for a, b in swapped)
+    if not apart:
+        return (said + f"順は違う（{names}）が、入れ替わった組はどれもコーパスの割合の区間が重なっていて、"
+                "コーパスからは順が決まらないので、この違いは読めない。")
+    return (said + f"順は違い、コーパスの区間が離れている {apart[0][0]} と {apart[0][1]} まで入れ替わっているので、"
+            "モデルはコーパスの割合の順を写していない。")
+
+
+# ---------------------------------------------------------------------------
+# reading the papers' ablation tables
+# ---------------------------------------------------------------------------
+
+
+def diff_yardstick(score: Any, n: Any, *, z: float = 1.96) -> Any:
+    """A rough 95% yardstick (points) for the difference of two dev-set scores.
+
+    ``z * sqrt(2) * sqrt(p (1 - p) / n) * 100`` with ``p = score / 100``: the half-width for the
+    difference of two independent binomial proportions measured on ``n`` examples each. It is a
+    yardstick, not a bound: two models scored on the *same* dev set often err on the same
+    examples (the paired difference spreads less), and the spread across pre-training runs,
+    which the papers do not report, comes on top. F1 is treated as a proportion over the
+    examples, an approximation.
+
+    Parameters
+    ----------
+    score : float or array-like
+        The baseline's score in percent (0-100).
+    n : int or array-like
+        The dev set's size.
+    """
+    if np.any((np.asarray(score, dtype=float) < 0) | (np.asarray(score, dtype=float) > 100)):
+        raise ValueError(f"score is a percentage in [0, 100], got {score}.")
+    if np.any(np.asarray(n, dtype=float) < 1):
+        raise ValueError(f"n is a dev-set size (at least 1), got {n}.")
+    if isinstance(score, (list, tuple)):
+        score = np.asarray(score, dtype=float)
+    if isinstance(n, (list, tuple)):
+        n = np.asarray(n, dtype=float)
+    p = score / 100
+    out = z * np.sqrt(2) * 100 * np.sqrt(p * (1 - p) / n)  # a Series stays a Series (aligned on its index)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def compare_settings(scores: pd.DataFrame, dev_sizes: dict[str, int], *, against: str = "first") -> pd.DataFrame:
+    """Each setting's difference from its baseline in a paper's ablation table, with a yardstick.
+
+    Parameters
+    ----------
+    scores : DataFrame
+        One row per setting in the table's order, one column per task, scores in percent.
+    dev_sizes : dict
+        task -> dev-set size; tasks missing here get no yardstick.
+    against : {"first", "previous"}
+        ``"first"``: every row against the first (a baseline and its variants, e.g. RoBERTa's
+        input formats against SEGMENT-PAIR). ``"previous"``: each row against the row above it,
+        for a ladder of ablations where each row removes one more thing (BERT's Table 5:
+        No NSP against BERT-base, LTR & No NSP against No NSP, + BiLSTM against LTR & No NSP).
+
+    Returns
+    -------
+    DataFrame
+        One row per (setting, task) after the first setting: ``setting``, ``baseline``, ``task``,
+        ``score``, ``diff`` (points), ``yardstick`` (:func:`diff_yardstick` at the baseline's
+        score; NaN without a dev size), ``times`` (``|diff| / yardstick``) and ``beyond``
+        (``|diff| > yardstick``; False without a yardstick).
+    """
+    if against not in ("first", "previous"):
+        raise ValueError(f"against must be 'first' or 'previous', got {against!r}.")
+    if len(scores) < 2:
+        raise ValueError(f"need a baseline and at least one more setting, got {len(scores)} row(s).")
+    rows = []
+    for i in range(1, len(scores)):
+        base = scores.iloc[0 if against == "first" else i - 1]
+        for task in scores.columns:
+            d = float(scores.iloc[i][task] - base[task])
+            yard = diff_yardstick(float(base[task]), dev_sizes[task]) if task in dev_sizes else float("nan")
+            rows.append({"setting": scores.index[i], "baseline": base.name, "task": task, "score": float(scores.iloc[i][task]),
+                         "diff": d, "yardstick": yard, "times": abs(d) / yard, "beyond": bool(abs(d) > yard)})
+    return pd.DataFrame(rows)
 
 
 def load_mlm_head(enc: Any) -> Any | None:

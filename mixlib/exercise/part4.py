@@ -7,6 +7,7 @@ them) and computes the expected answer by its own route.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -120,6 +121,7 @@ def _ex_08_5(final, probes):
     "ex-08-6",
     Part("(a) BPE", hint="組の頻度は、その組を含む単語の頻度の和"),
     Part("(b) WordPiece", hint="組の頻度を、二つの単位それぞれの頻度の積で割る"),
+    Part("(c) 尤度", hint="連結した後の単位の頻度で Σ c(u) log(c(u)/N) を計算し直し、連結する前との差が最大の組"),
     judge=True,
 )
 def _ex_08_6(answers, counts):
@@ -134,7 +136,20 @@ def _ex_08_6(answers, counts):
     bpe = ranked[0]
     wp = sorted(pairs, key=lambda p: (-pairs[p] / (units[p[0]] * units[p[1]]), p))[0]
 
-    return {"(a) BPE": (_joined(answers["(a) BPE"]), " ".join(bpe)), "(b) WordPiece": (_joined(answers["(b) WordPiece"]), " ".join(wp))}
+    def log_likelihood(c: Counter) -> float:  # a unigram model whose unit probabilities are the units' shares
+        total = sum(c.values())
+        return sum(v * math.log(v / total) for v in c.values() if v > 0)
+
+    def gain(p):
+        after = units.copy()
+        after[p[0]] -= pairs[p]
+        after[p[1]] -= pairs[p]
+        after[p[0] + p[1].removeprefix("##")] += pairs[p]
+        return log_likelihood(after) - log_likelihood(units)
+
+    ml = sorted(pairs, key=lambda p: (-gain(p), p))[0]
+    return {"(a) BPE": (_joined(answers["(a) BPE"]), " ".join(bpe)), "(b) WordPiece": (_joined(answers["(b) WordPiece"]), " ".join(wp)),
+            "(c) 尤度": (_joined(answers["(c) 尤度"]), " ".join(ml))}
 
 
 # ---------------------------------------------------------------- chapter 9

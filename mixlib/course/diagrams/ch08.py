@@ -165,7 +165,9 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
         ax.text(x, 5.2, "元の語を当てる", ha="center", fontsize=8.5)
     ax.text((left + right) / 2, 5.75, "MLM ヘッドの出力層の重みは、トークンの埋め込み表と共有（転置して使う）", ha="center", fontsize=8.5,
             color="#555555")
-    ax.set(xlim=(0.2, xs[-1] + 0.8), ylim=(0.1, 6.3), title="事前学習：二つのヘッド")
+    ax.text((left + right) / 2, 6.15, "MLM ヘッドは選ばれた全ての位置（[MASK]・ランダムな語・そのまま）に付く。図は [MASK] の位置だけを描いた",
+            ha="center", fontsize=8.5, color="#555555")
+    ax.set(xlim=(0.2, xs[-1] + 0.8), ylim=(0.1, 6.6), title="事前学習：二つのヘッド")
     ax.axis("off")
 
     # --- fine-tuning ----------------------------------------------------------
