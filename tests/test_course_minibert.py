@@ -258,26 +258,26 @@ def test_plot_fill_mask_one_panel_per_model(tokenizer):
 
 def test_compare_to_corpus_says_what_agrees_and_what_does_not():
     import pandas as pd
-    from scipy.stats import binomtest
+    from scipy.stats import binom
+
+    def p_two_sided(x, n):  # an independent route to the exact test: sum the null's point masses no likelier than x
+        pmf = binom.pmf(range(n + 1), n, 0.5)
+        return float(pmf[pmf <= pmf[x] * (1 + 1e-7)].sum())
 
     counts = pd.Series({"puppy": 81, "kitten": 80, "rabbit": 55})  # the chapter's corpus, n = 216
-    ci = {w: binomtest(int(c), 216).proportion_ci(0.95) for w, c in counts.items()}  # an independent route to the intervals
     model = pd.Series({"kitten": 0.35, "rabbit": 0.34, "puppy": 0.30})
-    inside = sum(ci[w].low <= p <= ci[w].high for w, p in model.items())
     said = mb.compare_to_corpus(counts, model)
-    assert "顔ぶれはコーパスと同じ" in said and "確率の和 0.99" in said and "216 回の観測" in said
-    assert f"3 個のうち {inside} 個" in said and inside == 1
-    # puppy/kitten and puppy/rabbit swap; the corpus intervals of both pairs overlap, so the order is not read
-    assert ci["rabbit"].high > ci["puppy"].low
-    assert "puppy と kitten、puppy と rabbit" in said and "読めない" in said and "写していない" not in said
-    # the same order
-    said = mb.compare_to_corpus(counts, pd.Series({"puppy": 0.40, "kitten": 0.33, "rabbit": 0.15}))
-    assert ci["rabbit"].low > 0.15
-    assert "順もコーパスの割合の順と同じ" in said and "3 個のうち 2 個" in said
-    # a swap between words whose intervals are apart is read
-    big = pd.Series({"puppy": 800, "kitten": 790, "rabbit": 410})
-    said = mb.compare_to_corpus(big, pd.Series({"rabbit": 0.5, "puppy": 0.3, "kitten": 0.2}))
-    assert "区間が離れている puppy と rabbit" in said and "写していない" in said
+    assert "顔ぶれはコーパスと同じ" in said and "確率の和 0.99" in said and "最大 0.09（rabbit）" in said
+    p_pr, p_kr, p_pk = p_two_sided(81, 136), p_two_sided(80, 135), p_two_sided(81, 161)
+    assert p_pr < 0.05 and p_kr < 0.05 and p_pk > 0.05  # puppy/kitten is not fixed by the corpus, the rest are
+    assert f"puppy > rabbit（p = {p_pr:.3f}）、kitten > rabbit（p = {p_kr:.3f}）" in said
+    assert "puppy と rabbit の順を逆にしている（ほかの組の順は保っている）" in said and "kitten と" not in said.split("モデルは")[-1]
+    # the fixed orders kept
+    said = mb.compare_to_corpus(counts, pd.Series({"kitten": 0.40, "puppy": 0.33, "rabbit": 0.15}))
+    assert "どれの順も保っている" in said  # kitten above puppy is not read: the corpus does not fix it
+    # nothing fixed: no order is read
+    said = mb.compare_to_corpus(pd.Series({"a": 10, "b": 9, "c": 8}), pd.Series({"c": 0.5, "b": 0.3, "a": 0.2}))
+    assert "順は読まない" in said and "逆" not in said
     # a word the corpus never puts there
     said = mb.compare_to_corpus(counts, pd.Series({"puppy": 0.5, "grape": 0.3, "kitten": 0.1, "rabbit": 0.05}))
     assert "2 個だけ" in said and "確率の和 0.60" in said and "一致しない" in said
@@ -324,7 +324,26 @@ def test_compare_settings_first_and_previous():
     assert prev.loc[("y", "A"), "diff"] == -9 and prev.loc[("y", "A"), "baseline"] == "x"
     assert prev.loc[("y", "B"), "yardstick"] == pytest.approx(mb.diff_yardstick(90.5, 1000))
     assert prev.loc[("y", "A"), "times"] == pytest.approx(9 / mb.diff_yardstick(79.0, 1000))
+    # the Bonferroni widening for m comparisons with a yardstick: 2 here (A's), 4 in prev
+    from scipy.stats import norm
+
+    widen = norm.ppf(1 - 0.05 / 4) / 1.96
+    assert first.loc[("y", "A"), "beyond_all"] == (10 > widen * first.loc[("y", "A"), "yardstick"])
+    assert not first.loc[("x", "B"), "beyond_all"]
     with pytest.raises(ValueError):
         mb.compare_settings(t, {}, against="last")
     with pytest.raises(ValueError):
         mb.compare_settings(t.iloc[:1], {})
+
+
+def test_describe_verdicts_names_clear_marginal_and_inside_tasks():
+    import pandas as pd
+
+    rows = pd.DataFrame({"task": ["A", "B", "C", "D"], "diff": [-3.0, -1.1, 0.2, 1.0],
+                         "yardstick": [1.0, 1.0, 1.0, float("nan")],
+                         "beyond": [True, True, False, False], "beyond_all": [True, False, False, False]})
+    said = mb.describe_verdicts(rows)
+    assert said == ("表の比較をまとめて見ても物差しを超えるのは A（-3.0）、物差しをわずかに超えるだけなのは B（-1.1）、"
+                    "物差しの内側にあるのは C、物差しの無いのは D")
+    said = mb.describe_verdicts(rows.iloc[2:3])
+    assert said == "物差しを超える差は無く、物差しの内側にあるのは C"

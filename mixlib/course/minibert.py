@@ -38,6 +38,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 import torch
+from scipy.stats import norm
 
 __all__ = [
     "NONE",
@@ -58,6 +59,7 @@ __all__ = [
     "compare_to_corpus",
     "diff_yardstick",
     "compare_settings",
+    "describe_verdicts",
     "load_mlm_head",
     "plot_fill_mask",
     "CLOZE_RELATIONS",
@@ -597,37 +599,38 @@ def cloze_accuracy(model: Any, tokenizer: Any, probes: pd.DataFrame, *, vocab: C
     return out
 
 
-def compare_to_corpus(counts: pd.Series, model: pd.Series, *, level: float = 0.95) -> str:
-    """One Japanese sentence comparing a model's fill-in candidates with what the corpus says, with its uncertainty.
+def compare_to_corpus(counts: pd.Series, model: pd.Series, *, alpha: float = 0.05) -> str:
+    """One Japanese sentence comparing a model's fill-in candidates with what its training corpus says.
 
     Parameters
     ----------
     counts : Series of int
         word -> how often the corpus puts that word at the blank's position (e.g. right after
-        "furry"). The shares ``counts / counts.sum()`` are estimates from that many observations;
-        each gets a Clopper-Pearson interval at ``level``.
+        "furry").
     model : Series
         word -> the model's probability, its top candidates (at least ``len(counts)``), sorted
         from the most probable.
-    level : float
-        Coverage of the intervals.
+    alpha : float
+        Level of the tests that decide which orders the corpus fixes.
 
     Returns
     -------
     str
-        What agrees and what does not: whether the model's top ``len(counts)`` are the corpus'
-        words and how much probability it puts on them; how many of its probabilities lie inside
-        the corpus shares' intervals; and whether its order differs from the corpus' order only
-        between words whose intervals overlap (then the corpus cannot fix the order, and the
-        difference is not read) or also between words whose intervals are apart.
+        Whether the model's top ``len(counts)`` are the corpus' words and how much probability it
+        puts on them; the largest gap between the model's probability and the corpus' share; and,
+        for every pair of words, whether the corpus fixes their order -- an exact binomial test of
+        ``n_a`` against ``n_b`` given ``n_a + n_b`` (equal probabilities under the null), two-sided
+        -- and, where it does, whether the model keeps that order. An order the corpus does not
+        fix is not read. The model is one training run: whether a reversal is more than the
+        spread across runs is not something this sentence can say.
 
     Raises
     ------
     ValueError
-        An empty series, counts that are not positive integers, or fewer model candidates than
-        corpus words.
+        An empty series, counts that are not positive whole numbers, or fewer model candidates
+        than corpus words.
     """
-    from scipy.stats import beta
+    from scipy.stats import binomtest
 
     if counts.empty or model.empty:
         raise ValueError("counts and model must each hold at least one word.")
@@ -635,32 +638,35 @@ def compare_to_corpus(counts: pd.Series, model: pd.Series, *, level: float = 0.9
         raise ValueError(f"counts must be positive whole numbers (how often each word occurs), got {counts.tolist()}.")
     if len(model) < len(counts):
         raise ValueError(f"model holds {len(model)} candidates; give its top {len(counts)} (as many as the corpus has words).")
-    counts = counts.sort_values(ascending=False, kind="stable")
+    counts = counts.astype(int).sort_values(ascending=False, kind="stable")
     k, n = len(counts), int(counts.sum())
     top = model.iloc[:k]
     mass = float(top[top.index.isin(counts.index)].sum())
-    shared = [w for w in top.index if w in counts.index]
-    if len(shared) < k:
-        return (f"モデルの上位 {k} 個のうち、コーパスで現れる単語は {len(shared)} 個だけで（確率の和 {mass:.2f}）、"
+    if not top.index.isin(counts.index).all():
+        shared = int(top.index.isin(counts.index).sum())
+        return (f"モデルの上位 {k} 個のうち、コーパスで現れる単語は {shared} 個だけで（確率の和 {mass:.2f}）、"
                 "顔ぶれがコーパスと一致しない。")
-    alpha = 1 - level
-    lo = pd.Series(beta.ppf(alpha / 2, counts, n - counts + 1), index=counts.index).fillna(0.0)
-    hi = pd.Series(beta.ppf(1 - alpha / 2, counts + 1, n - counts), index=counts.index).fillna(1.0)
-    inside = int(((top >= lo.reindex(top.index)) & (top <= hi.reindex(top.index))).sum())
+    gap = (top - counts / n).abs()
     said = (f"上位 {k} 個の顔ぶれはコーパスと同じで（モデルがこれらに置いた確率の和 {mass:.2f}）、"
-            f"モデルの確率がコーパスの割合の {level:.0%} 区間（{n} 回の観測から）の内側にあるのは {k} 個のうち {inside} 個である。")
-    rank = {w: i for i, w in enumerate(top.index)}
+            f"コーパスの割合との差は最大 {gap.max():.2f}（{gap.idxmax()}）である。")
     words = list(counts.index)
-    swapped = [(a, b) for i, a in enumerate(words) for b in words[i + 1:] if rank[a] > rank[b]]
-    if not swapped:
-        return said + "順もコーパスの割合の順と同じである。"
-    apart = [(a, b) for a, b in swapped if lo[a] > hi[b]]
-    names = "、".join(f"{a} と {b}" for a, b in swapped)
-    if not apart:
-        return (said + f"順は違う（{names}）が、入れ替わった組はどれもコーパスの割合の区間が重なっていて、"
-                "コーパスからは順が決まらないので、この違いは読めない。")
-    return (said + f"順は違い、コーパスの区間が離れている {apart[0][0]} と {apart[0][1]} まで入れ替わっているので、"
-            "モデルはコーパスの割合の順を写していない。")
+    fixed = []  # (more, fewer, p) where the corpus' counts differ beyond chance
+    for i, a in enumerate(words):
+        for b in words[i + 1:]:
+            if counts[a] > counts[b]:
+                p = binomtest(int(counts[a]), int(counts[a] + counts[b]), 0.5).pvalue
+                if p < alpha:
+                    fixed.append((a, b, p))
+    if not fixed:
+        return said + f"コーパスの回数の差はどの組も偶然の範囲（二項検定 p ≥ {alpha}）で、コーパスからは順が決まらないので、順は読まない。"
+    kept = [(a, b, p) for a, b, p in fixed if top[a] > top[b]]
+    flipped = [(a, b, p) for a, b, p in fixed if top[a] <= top[b]]
+    said += ("コーパスで偶然とは言えないほど回数が違う組（二項検定 p < " + f"{alpha}）は "
+             + "、".join(f"{a} > {b}（p = {p:.3f}）" for a, b, p in fixed) + " で、")
+    if not flipped:
+        return said + "モデルはそのどれの順も保っている。"
+    said += "モデルは " + "、".join(f"{a} と {b}" for a, b, _ in flipped) + " の順を逆にしている"
+    return said + ("（ほかの組の順は保っている）。" if kept else "。")
 
 
 # ---------------------------------------------------------------------------
@@ -719,7 +725,10 @@ def compare_settings(scores: pd.DataFrame, dev_sizes: dict[str, int], *, against
         One row per (setting, task) after the first setting: ``setting``, ``baseline``, ``task``,
         ``score``, ``diff`` (points), ``yardstick`` (:func:`diff_yardstick` at the baseline's
         score; NaN without a dev size), ``times`` (``|diff| / yardstick``) and ``beyond``
-        (``|diff| > yardstick``; False without a yardstick).
+        (``|diff| > yardstick``; False without a yardstick), and ``beyond_all`` -- still beyond when
+        the yardstick is widened for looking at all the table's comparisons at once (Bonferroni:
+        ``z`` for a two-sided ``0.05 / m`` instead of 1.96, ``m`` the comparisons with a
+        yardstick), so that a single marginal exceedance among many is not read as a finding.
     """
     if against not in ("first", "previous"):
         raise ValueError(f"against must be 'first' or 'previous', got {against!r}.")
@@ -733,7 +742,36 @@ def compare_settings(scores: pd.DataFrame, dev_sizes: dict[str, int], *, against
             yard = diff_yardstick(float(base[task]), dev_sizes[task]) if task in dev_sizes else float("nan")
             rows.append({"setting": scores.index[i], "baseline": base.name, "task": task, "score": float(scores.iloc[i][task]),
                          "diff": d, "yardstick": yard, "times": abs(d) / yard, "beyond": bool(abs(d) > yard)})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    m = int(out["yardstick"].notna().sum())
+    widen = float(norm.ppf(1 - 0.05 / (2 * max(m, 1))) / 1.96)
+    out["beyond_all"] = out["diff"].abs() > widen * out["yardstick"]
+    return out
+
+
+def describe_verdicts(rows: pd.DataFrame) -> str:
+    """Japanese clause for one setting's rows of :func:`compare_settings`: which tasks are beyond the
+    yardstick even for the whole table (with their differences), which only just, which inside.
+    Tasks without a yardstick are named as such."""
+    def listed(r):
+        return "・".join(f"{t}（{d:+.1f}）" for t, d in zip(r["task"], r["diff"]))
+
+    clear = rows[rows["beyond_all"]]
+    barely = rows[rows["beyond"] & ~rows["beyond_all"]]
+    inside = rows[~rows["beyond"] & rows["yardstick"].notna()]
+    none = rows[rows["yardstick"].isna()]
+    parts = []
+    if len(clear):
+        parts.append(f"表の比較をまとめて見ても物差しを超えるのは {listed(clear)}")
+    if len(barely):
+        parts.append(f"物差しをわずかに超えるだけなのは {listed(barely)}")
+    if len(inside):
+        parts.append(f"物差しの内側にあるのは {'・'.join(inside['task'])}")
+    if len(none):
+        parts.append(f"物差しの無いのは {'・'.join(none['task'])}")
+    if not len(clear) and not len(barely):
+        parts.insert(0, "物差しを超える差は無く")
+    return "、".join(parts)
 
 
 def load_mlm_head(enc: Any) -> Any | None:

@@ -122,7 +122,7 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
 
     Left: the MLM head (dense + GELU + LayerNorm, then a softmax over the vocabulary
     whose weight matrix is the token embedding table) on every chosen position, and the
-    NSP head (a linear layer on ``C``, IsNext / NotNext). Right: where a task head goes
+    NSP head (the pooler -- dense + tanh -- then a linear layer on ``C``, IsNext / NotNext). Right: where a task head goes
     in fine-tuning -- one linear layer on ``C`` for sentence(-pair) classification, the
     same linear layer on every ``T_i`` for token labelling, and start / end vectors that
     score every ``T_i`` for span extraction.
@@ -155,14 +155,14 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
     for x, o in zip(xs, outs):
         _arrow(ax, (x, 2.62), (x, 3.05))
         _box(ax, x, 3.3, w, h, o, color="#ffffff", fontsize=9)
-    _box(ax, xs[0], 4.55, 1.5, 0.8, "NSP ヘッド\n線形層 → 2 値", color=_HEAD, fontsize=8.5)
+    _box(ax, xs[0], 4.65, 1.5, 1.0, "NSP ヘッド\nプーラーと線形層\n→ 2 値", color=_HEAD, fontsize=8.5)
     _arrow(ax, (xs[0], 3.57), (xs[0], 4.13))
-    ax.text(xs[0], 5.2, "IsNext / NotNext", ha="center", fontsize=8.5)
+    ax.text(xs[0], 5.3, "IsNext / NotNext", ha="center", fontsize=8.5)
     masked = [x for x, t in zip(xs, tokens) if t == "[MASK]"]
     for x in masked:
-        _box(ax, x, 4.55, 1.9, 0.8, "MLM ヘッド\n語彙全体の softmax", color=_HEAD, fontsize=8.5)
+        _box(ax, x, 4.65, 1.9, 1.0, "MLM ヘッド\n語彙全体の softmax", color=_HEAD, fontsize=8.5)
         _arrow(ax, (x, 3.57), (x, 4.13))
-        ax.text(x, 5.2, "元の語を当てる", ha="center", fontsize=8.5)
+        ax.text(x, 5.3, "元の語を当てる", ha="center", fontsize=8.5)
     ax.text((left + right) / 2, 5.75, "MLM ヘッドの出力層の重みは、トークンの埋め込み表と共有（転置して使う）", ha="center", fontsize=8.5,
             color="#555555")
     ax.text((left + right) / 2, 6.15, "MLM ヘッドは選ばれた全ての位置（[MASK]・ランダムな語・そのまま）に付く。図は [MASK] の位置だけを描いた",
