@@ -268,16 +268,20 @@ def test_compare_to_corpus_says_what_agrees_and_what_does_not():
     model = pd.Series({"kitten": 0.35, "rabbit": 0.34, "puppy": 0.30})
     said = mb.compare_to_corpus(counts, model)
     assert "顔ぶれはコーパスと同じ" in said and "確率の和 0.99" in said and "最大 0.09（rabbit）" in said
-    p_pr, p_kr, p_pk = p_two_sided(81, 136), p_two_sided(80, 135), p_two_sided(81, 161)
-    assert p_pr < 0.05 and p_kr < 0.05 and p_pk > 0.05  # puppy/kitten is not fixed by the corpus, the rest are
-    assert f"puppy > rabbit（p = {p_pr:.3f}）、kitten > rabbit（p = {p_kr:.3f}）" in said
-    assert "puppy と rabbit の順を逆にしている（ほかの組の順は保っている）" in said and "kitten と" not in said.split("モデルは")[-1]
-    # the fixed orders kept
-    said = mb.compare_to_corpus(counts, pd.Series({"kitten": 0.40, "puppy": 0.33, "rabbit": 0.15}))
+    p = sorted([p_two_sided(81, 136), p_two_sided(80, 135), p_two_sided(81, 161)])
+    assert p[0] < 0.05 and p[0] > 0.05 / 3  # significant alone, not once the three pairs are judged together (Holm)
+    assert f"最小の p = {p[0]:.3f}" in said and "順は読まない" in said and "逆" not in said
+    # counts that fix an order even for the three pairs together: Holm by hand
+    big = pd.Series({"puppy": 800, "kitten": 790, "rabbit": 410})
+    q = sorted([(p_two_sided(800, 1210), "puppy", "rabbit"), (p_two_sided(790, 1200), "kitten", "rabbit"),
+                (p_two_sided(800, 1590), "puppy", "kitten")])
+    holm = [t for i, t in enumerate(q) if all(q[j][0] < 0.05 / (3 - j) for j in range(i + 1))]
+    assert [(a, b) for _, a, b in holm] == [("puppy", "rabbit"), ("kitten", "rabbit")]
+    said = mb.compare_to_corpus(big, pd.Series({"kitten": 0.5, "rabbit": 0.3, "puppy": 0.2}))
+    assert "puppy > rabbit" in said and "kitten > rabbit" in said and "puppy > kitten" not in said
+    assert "モデルは puppy と rabbit の順を逆にしている（ほかの組の順は保っている）" in said
+    said = mb.compare_to_corpus(big, pd.Series({"kitten": 0.40, "puppy": 0.33, "rabbit": 0.15}))
     assert "どれの順も保っている" in said  # kitten above puppy is not read: the corpus does not fix it
-    # nothing fixed: no order is read
-    said = mb.compare_to_corpus(pd.Series({"a": 10, "b": 9, "c": 8}), pd.Series({"c": 0.5, "b": 0.3, "a": 0.2}))
-    assert "順は読まない" in said and "逆" not in said
     # a word the corpus never puts there
     said = mb.compare_to_corpus(counts, pd.Series({"puppy": 0.5, "grape": 0.3, "kitten": 0.1, "rabbit": 0.05}))
     assert "2 個だけ" in said and "確率の和 0.60" in said and "一致しない" in said

@@ -254,6 +254,8 @@ def test_chapter_8_checks_that_need_no_model(capsys):
     gains = {p: loglik([(merge(u, *p), n) for u, n in base]) - loglik(base) for p in pairs}
     best = max(gains, key=gains.get)
     assert best == ("##a", "##l") and gains[best] == pytest.approx(43.3, abs=0.05)  # the BPE pair, not the ratio's ("a", "##s")
+    occurrences = {p: sum(n * sum(1 for i in range(len(u) - 1) if (u[i], u[i + 1]) == p) for u, n in base) for p in pairs}
+    assert max(pairs, key=lambda p: gains[p] / occurrences[p]) == ("a", "##s")  # the solution: per occurrence, the ratio's pair gains most
     assert ex.check_answer("ex-08-6", {"(a) BPE": ("##a", "##l"), "(b) WordPiece": ["a", "##s"], "(c) 尤度": best}, counts=counts)
     assert not ex.check_answer("ex-08-6", {"(a) BPE": ("##l", "##k"), "(b) WordPiece": None, "(c) 尤度": ("a", "##s")}, counts=counts)
     toy = {"un", "##aff", "##able", "##a", "##ffa", "##ble", "##b", "##l", "##e"}

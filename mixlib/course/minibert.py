@@ -619,9 +619,10 @@ def compare_to_corpus(counts: pd.Series, model: pd.Series, *, alpha: float = 0.0
         Whether the model's top ``len(counts)`` are the corpus' words and how much probability it
         puts on them; the largest gap between the model's probability and the corpus' share; and,
         for every pair of words, whether the corpus fixes their order -- an exact binomial test of
-        ``n_a`` against ``n_b`` given ``n_a + n_b`` (equal probabilities under the null), two-sided
-        -- and, where it does, whether the model keeps that order. An order the corpus does not
-        fix is not read. The model is one training run: whether a reversal is more than the
+        ``n_a`` against ``n_b`` given ``n_a + n_b`` (equal probabilities under the null), two-sided,
+        the ``k (k - 1) / 2`` pairs judged together by Holm's step-down procedure at ``alpha`` --
+        and, where it does, whether the model keeps that order. An order the corpus does not fix
+        is not read. The model is one training run: whether a reversal is more than the
         spread across runs is not something this sentence can say.
 
     Raises
@@ -650,19 +651,21 @@ def compare_to_corpus(counts: pd.Series, model: pd.Series, *, alpha: float = 0.0
     said = (f"上位 {k} 個の顔ぶれはコーパスと同じで（モデルがこれらに置いた確率の和 {mass:.2f}）、"
             f"コーパスの割合との差は最大 {gap.max():.2f}（{gap.idxmax()}）である。")
     words = list(counts.index)
-    fixed = []  # (more, fewer, p) where the corpus' counts differ beyond chance
-    for i, a in enumerate(words):
-        for b in words[i + 1:]:
-            if counts[a] > counts[b]:
-                p = binomtest(int(counts[a]), int(counts[a] + counts[b]), 0.5).pvalue
-                if p < alpha:
-                    fixed.append((a, b, p))
+    tests = sorted(((binomtest(int(counts[a]), int(counts[a] + counts[b]), 0.5).pvalue, a, b)
+                    for i, a in enumerate(words) for b in words[i + 1:]), key=lambda t: t[0])
+    fixed = []  # (more, fewer, p): Holm -- the i-th smallest p (from 0) must be below alpha / (m - i)
+    for i, (p, a, b) in enumerate(tests):
+        if p >= alpha / (len(tests) - i):
+            break
+        fixed.append((a, b, p))
+    holm = f"組ごとの二項検定を {len(tests)} 組まとめて Holm の方法で {alpha} の水準で見る"
     if not fixed:
-        return said + f"コーパスの回数の差はどの組も偶然の範囲（二項検定 p ≥ {alpha}）で、コーパスからは順が決まらないので、順は読まない。"
+        smallest = f"（最小の p = {tests[0][0]:.3f}）" if tests else ""
+        return said + f"コーパスの回数の差は、{holm}と、どの組も偶然の範囲{smallest}で、コーパスからは順が決まらないので、順は読まない。"
     kept = [(a, b, p) for a, b, p in fixed if top[a] > top[b]]
     flipped = [(a, b, p) for a, b, p in fixed if top[a] <= top[b]]
-    said += ("コーパスで偶然とは言えないほど回数が違う組（二項検定 p < " + f"{alpha}）は "
-             + "、".join(f"{a} > {b}（p = {p:.3f}）" for a, b, p in fixed) + " で、")
+    said += (f"コーパスで偶然とは言えないほど回数が違う組（{holm}）は "
+             + "、".join(f"{a} > {b}（p = {p:.3g}）" for a, b, p in fixed) + " で、")
     if not flipped:
         return said + "モデルはそのどれの順も保っている。"
     said += "モデルは " + "、".join(f"{a} と {b}" for a, b, _ in flipped) + " の順を逆にしている"

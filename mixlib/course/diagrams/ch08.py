@@ -104,12 +104,12 @@ def draw_bert_input(tokens: Sequence[str] = EXAMPLE_TOKENS, segments: Sequence[i
     _box(ax, (left + right) / 2, 0.75, right - left, 0.5, "和をとって層正規化（とドロップアウト）→ 第 1 層への入力 $\\mathbf{e}_i$",
          color=_ENC, fontsize=9.5)
     # brackets for the two segments
-    for seg, name in ((0, "区間 A"), (1, "区間 B")):
+    for seg, name in ((0, "セグメント A"), (1, "セグメント B")):
         idx = [i for i, s in enumerate(segments) if s == seg]
         if idx:
             a, b = xs[idx[0]] - w / 2, xs[idx[-1]] + w / 2
             ax.plot([a, a, b, b], [5.42, 5.5, 5.5, 5.42], color="#777777", lw=1)
-            ax.text((a + b) / 2, 5.62, f"{name}（セグメント {seg}）", ha="center", va="bottom", fontsize=9)
+            ax.text((a + b) / 2, 5.62, f"{name}（番号 {seg}）", ha="center", va="bottom", fontsize=9)
     ax.set(xlim=(-0.4, xs[-1] + 0.8), ylim=(0.3, 6.0))
     ax.axis("off")
     ax.set_title("BERT の入力：トークン・セグメント・位置の三つの埋め込みの和", fontsize=11)
