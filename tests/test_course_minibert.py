@@ -351,3 +351,28 @@ def test_describe_verdicts_names_clear_marginal_and_inside_tasks():
                     "物差しの内側にあるのは C、物差しの無いのは D")
     said = mb.describe_verdicts(rows.iloc[2:3])
     assert said == "物差しを超える差は無く、物差しの内側にあるのは C"
+
+
+def test_tense_minimal_pairs_see_which_cue_a_model_reads():
+    from mixlib.course.corpus import VERBS
+
+    probes = mb.cloze_probes()
+    tense = probes.relation == list(mb.CLOZE_RELATIONS)[3]
+    present = {past: pres for pres, past, _ in VERBS}
+
+    def scored(predict):
+        out = probes.copy()
+        out["predicted"] = [predict(t, a) if is_t else a for t, a, is_t in zip(out.text, out.answer, tense)]
+        return out
+
+    by_time, by_object = mb.tense_minimal_pairs(scored(lambda t, a: a))  # reads both cues
+    assert (len(by_time), len(by_object)) == (40, 24) and by_time.all() and by_object.all()
+    # ignores the time word: the right verb, always in the present
+    by_time, by_object = mb.tense_minimal_pairs(scored(lambda t, a: present.get(a, a)))
+    assert not by_time.any() and by_object.all()
+    # ignores the object: the right tense, always the first verb
+    first_present, first_past, _ = VERBS[0]
+    by_time, by_object = mb.tense_minimal_pairs(scored(lambda t, a: first_past if a in present else first_present))
+    assert by_time.all() and not by_object.any()
+    with pytest.raises(ValueError):
+        mb.tense_minimal_pairs(scored(lambda t, a: a)[~tense])

@@ -22,10 +22,14 @@ Chapter 8 uses this module to show the two pre-training tasks of BERT
   :func:`train_minibert` can record it during training (``probes=``).
 * :func:`load_mlm_head` -- the masked-LM model behind an encoder, or ``None``
   when its checkpoint has no MLM head (the packaged all-MiniLM-L6-v2).
+* :func:`tense_minimal_pairs` -- the tense probes grouped into minimal pairs
+  (only the time word differs; only the object differs), so a cue's use is
+  read off whole groups rather than off near-identical questions counted apart.
 * :func:`compare_to_corpus` -- a fill-in's candidates against the corpus' own
-  counts, with their intervals.
-* :func:`diff_yardstick` / :func:`compare_settings` -- the papers' ablation
-  tables read against a rough dev-set yardstick for a difference.
+  counts, the orders the counts fix judged by exact tests (Holm).
+* :func:`diff_yardstick` / :func:`compare_settings` / :func:`describe_verdicts`
+  -- the papers' ablation tables read against a rough dev-set yardstick for a
+  difference, also widened for a whole table (Bonferroni).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import norm
+from scipy.stats import binomtest, norm
 
 __all__ = [
     "NONE",
@@ -56,6 +60,7 @@ __all__ = [
     "fill_mask",
     "cloze_probes",
     "cloze_accuracy",
+    "tense_minimal_pairs",
     "compare_to_corpus",
     "diff_yardstick",
     "compare_settings",
@@ -599,6 +604,46 @@ def cloze_accuracy(model: Any, tokenizer: Any, probes: pd.DataFrame, *, vocab: C
     return out
 
 
+def tense_minimal_pairs(scored: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """The tense probes of :func:`cloze_accuracy`'s output grouped into minimal pairs.
+
+    A tense probe's answer depends on two cues: the time word on the left (yesterday,
+    every day ...) fixes the tense, the object on the right (some tea ...) fixes the verb.
+    Its 240 questions are 10 verbs x 6 time frames x 4 subjects, so they are not 240
+    independent trials. Grouped instead:
+
+    * by subject and object (6 questions that differ only in the time word): did the model
+      give the right tense to all 6? A model that ignores the time word answers the same
+      form across the group, so it gets no group right;
+    * by frame -- the sentence without its object (10 questions that differ only in the
+      object): did it give the right verb to all 10? A model that ignores the object gets
+      no group right.
+
+    Parameters
+    ----------
+    scored : DataFrame
+        :func:`cloze_accuracy`'s output (``relation``, ``text``, ``answer``, ``predicted``).
+
+    Returns
+    -------
+    (by_time, by_object) : two boolean Series, one entry per group.
+    """
+    from .corpus import VERBS
+
+    tense = scored[scored["relation"] == list(CLOZE_RELATIONS)[3]]
+    if tense.empty:
+        raise ValueError("scored holds no tense probe; pass cloze_accuracy(model, tokenizer, cloze_probes()).")
+    form = {f: (t, verb) for verb in VERBS for t, f in zip(("present", "past"), verb[:2])}  # form -> (tense, verb)
+    ok_tense = [p in form and form[p][0] == form[a][0] for p, a in zip(tense["predicted"], tense["answer"])]
+    ok_verb = [p in form and form[p][1] == form[a][1] for p, a in zip(tense["predicted"], tense["answer"])]
+    obj = tense["text"].str.split("[MASK] ", regex=False).str[1]
+    subject = [next(w for w in t.split() if w in ("i", "we", "you", "they")) for t in tense["text"]]
+    frame = [t.replace(o, "") for t, o in zip(tense["text"], obj)]
+    by_time = pd.Series(ok_tense, index=tense.index).groupby([subject, list(obj)]).all()
+    by_object = pd.Series(ok_verb, index=tense.index).groupby(frame).all()
+    return by_time, by_object
+
+
 def compare_to_corpus(counts: pd.Series, model: pd.Series, *, alpha: float = 0.05) -> str:
     """One Japanese sentence comparing a model's fill-in candidates with what its training corpus says.
 
@@ -631,8 +676,6 @@ def compare_to_corpus(counts: pd.Series, model: pd.Series, *, alpha: float = 0.0
         An empty series, counts that are not positive whole numbers, or fewer model candidates
         than corpus words.
     """
-    from scipy.stats import binomtest
-
     if counts.empty or model.empty:
         raise ValueError("counts and model must each hold at least one word.")
     if (counts <= 0).any() or not np.allclose(counts, np.round(counts)):
@@ -719,7 +762,7 @@ def compare_settings(scores: pd.DataFrame, dev_sizes: dict[str, int], *, against
     against : {"first", "previous"}
         ``"first"``: every row against the first (a baseline and its variants, e.g. RoBERTa's
         input formats against SEGMENT-PAIR). ``"previous"``: each row against the row above it,
-        for a ladder of ablations where each row removes one more thing (BERT's Table 5:
+        for a ladder of ablations where each row changes one more thing (BERT's Table 5:
         No NSP against BERT-base, LTR & No NSP against No NSP, + BiLSTM against LTR & No NSP).
 
     Returns
@@ -732,6 +775,7 @@ def compare_settings(scores: pd.DataFrame, dev_sizes: dict[str, int], *, against
         the yardstick is widened for looking at all the table's comparisons at once (Bonferroni:
         ``z`` for a two-sided ``0.05 / m`` instead of 1.96, ``m`` the comparisons with a
         yardstick), so that a single marginal exceedance among many is not read as a finding.
+        The widening factor is in ``attrs["widen"]``.
     """
     if against not in ("first", "previous"):
         raise ValueError(f"against must be 'first' or 'previous', got {against!r}.")
@@ -749,6 +793,7 @@ def compare_settings(scores: pd.DataFrame, dev_sizes: dict[str, int], *, against
     m = int(out["yardstick"].notna().sum())
     widen = float(norm.ppf(1 - 0.05 / (2 * max(m, 1))) / 1.96)
     out["beyond_all"] = out["diff"].abs() > widen * out["yardstick"]
+    out.attrs["widen"] = widen
     return out
 
 
