@@ -191,6 +191,41 @@ def test_loss_decreases_on_a_tiny_run_and_training_is_deterministic(attention):
     np.testing.assert_array_equal(ra.losses, rb.losses)
 
 
+def test_train_more_continues_with_fresh_batches_and_is_reproducible():
+    kw = dict(batch_size=8, min_len=3, max_len=5, seed=3)
+    a, b = small(False), small(False)
+    s2s.train_seq2seq(a, steps=10, **kw)
+    s2s.train_seq2seq(b, steps=10, **kw)
+    rounds = list(s2s.train_more(a, 3, steps=10, **kw))
+    assert [k for k, _ in rounds] == [2, 3]
+    # round k is one more train_seq2seq run, with seed + 100 k (batches unlike the first run's)
+    for k, run in rounds:
+        ref = s2s.train_seq2seq(b, steps=10, **{**kw, "seed": kw["seed"] + 100 * k})
+        np.testing.assert_array_equal(run.losses, ref.losses)
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert torch.equal(p, q)
+    assert list(s2s.train_more(a, 1, steps=10, **kw)) == []  # 1x: nothing more
+    with pytest.raises(ValueError, match="factor"):
+        list(s2s.train_more(a, 0, steps=10, **kw))
+
+
+@pytest.mark.parametrize("attention", [False, True])
+def test_dec_hidden_within_is_the_largest_size_that_fits(attention):
+    target = s2s.Seq2Seq(VOCAB, attention=False, emb=8, hidden=12, dec_hidden=16).n_parameters()
+
+    def count(dh):
+        return s2s.Seq2Seq(VOCAB, attention=attention, emb=8, hidden=12, dec_hidden=dh).n_parameters()
+
+    dh = s2s.dec_hidden_within(VOCAB, target, attention=attention, emb=8, hidden=12)
+    assert count(dh) <= target < count(dh + 1)
+    if not attention:
+        assert dh == 16  # the bottleneck model fits its own count exactly
+    # brute force over every size
+    assert dh == max(d for d in range(1, 40) if count(d) <= target)
+    with pytest.raises(ValueError, match="dec_hidden=1"):
+        s2s.dec_hidden_within(VOCAB, 10, attention=attention, emb=8, hidden=12)
+
+
 def test_greedy_decode_first_step_is_the_argmax_of_the_forward_pass():
     m = small(True)
     srcs = ["abcab", "ffeed", "acefb"]

@@ -12,9 +12,14 @@ nothing else (Sutskever et al. 2014; Cho et al. 2014). The attention chapter
 trains the same model with ``attention=True``: at every output step the
 decoder scores every encoder state with an additive (Bahdanau et al. 2015)
 score, takes the softmax-weighted mean of the states as a context vector and
-feeds it to the GRU and the output layer. Everything else -- encoder, sizes,
-data, optimiser, number of updates -- is the same, so the difference in
-accuracy is the effect of removing the bottleneck.
+feeds it to the GRU and the output layer. Everything else -- encoder, the
+sizes E, H, Hd, data, optimiser, number of updates -- is the same. The
+attention decoder has more parameters, though (its score and its wider GRU
+and output layer: 1.7x the whole model at the chapters' sizes), so the
+chapter also trains an attention model shrunk below the bottleneck model's
+parameter count (:func:`dec_hidden_within`) and the bottleneck model for a
+multiple of the budget (:func:`train_more`): the first rules out capacity,
+the second too little training.
 
 Data are strings from :mod:`mixlib.course.corpus` (the reversal task). Every
 batch holds strings of one length, so there is no padding and no mask: the
@@ -52,6 +57,8 @@ __all__ = [
     "sample_batch",
     "TrainResult",
     "train_seq2seq",
+    "train_more",
+    "dec_hidden_within",
     "Decoded",
     "greedy_decode",
     "accuracy_by_length",
@@ -489,6 +496,58 @@ def train_seq2seq(
             losses[k] = float(loss.detach())
     model.eval()
     return TrainResult(losses=losses, seconds=time.perf_counter() - t0, steps=steps, batch_size=batch_size)
+
+
+def train_more(model: Seq2Seq, factor: int, *, steps: int, seed: int = 0, **kwargs):
+    """Go on training ``model`` (in place) up to ``factor`` times the budget of one :func:`train_seq2seq` run.
+
+    The model is taken to have had its first run (``steps`` updates). Round
+    ``k = 2 .. factor`` is another ``train_seq2seq(model, steps=steps,
+    seed=seed + 100 * k, **kwargs)``, so its batches do not repeat the first
+    run's, and the same call gives the same model in every chapter that makes
+    it. A generator: yields ``(k, TrainResult)`` after each round, so the
+    caller can evaluate the model at each multiple of the budget.
+
+    Examples
+    --------
+    >>> for k, run in train_more(model, 5, steps=600, batch_size=64, min_len=5, max_len=30):  # doctest: +SKIP
+    ...     print(k, run.losses[-100:].mean())
+    """
+    if isinstance(factor, bool) or not isinstance(factor, int) or factor < 1:
+        raise ValueError(f"factor must be a positive integer (the multiple of one run's budget); got {factor!r}.")
+    for k in range(2, factor + 1):
+        yield k, train_seq2seq(model, steps=steps, seed=seed + 100 * k, **kwargs)
+
+
+def dec_hidden_within(vocab: CharVocab, n_parameters: int, *, attention: bool = True, emb: int = 32, hidden: int = 64) -> int:
+    """The largest decoder size ``Hd`` whose :class:`Seq2Seq` has at most ``n_parameters`` parameters.
+
+    Used to build a size-matched control: e.g. the attention model shrunk
+    (same ``emb`` and ``hidden``, a narrower decoder) until it is no larger
+    than the bottleneck model, so that a gain in accuracy cannot come from
+    extra capacity. Parameters are counted on the real modules.
+
+    Raises
+    ------
+    ValueError
+        If even ``Hd = 1`` exceeds ``n_parameters``.
+    """
+
+    def count(dec_hidden: int) -> int:
+        return Seq2Seq(vocab, attention=attention, emb=emb, hidden=hidden, dec_hidden=dec_hidden).n_parameters()
+
+    if count(1) > n_parameters:
+        raise ValueError(
+            f"no decoder size fits in {n_parameters:,} parameters: with emb={emb}, hidden={hidden} even dec_hidden=1 "
+            f"has {count(1):,}; lower emb or hidden, or allow more parameters."
+        )
+    lo, hi = 1, 2
+    while count(hi) <= n_parameters:  # the count grows with dec_hidden
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:  # count(lo) <= n_parameters < count(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if count(mid) <= n_parameters else (lo, mid)
+    return lo
 
 
 @dataclass(frozen=True)
