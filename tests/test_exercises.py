@@ -323,8 +323,15 @@ def test_chapter_1_checks_take_a_function_and_hand_worked_values(capsys):
         n = math.sqrt(sum(a * a for a in x)) * math.sqrt(sum(b * b for b in y))
         return sum(a * b for a, b in zip(x, y)) / n if n else 0.0
 
+    def first_only(x, y):  # checks only the first argument for a zero vector
+        if not any(x):
+            raise ValueError("zero vector")
+        n = math.sqrt(sum(a * a for a in x)) * math.sqrt(sum(b * b for b in y))
+        return sum(a * b for a, b in zip(x, y)) / n if n else 0.0
+
     assert ex.check_answer("ex-01-1", good)
     assert not ex.check_answer("ex-01-1", no_error)
+    assert not ex.check_answer("ex-01-1", first_only)
     assert "ex-01-1 (値): 正解" in capsys.readouterr().out
     assert not ex.check_answer("ex-01-1", lambda x, y: None)
     assert capsys.readouterr().out.count("未回答") == 2

@@ -26,11 +26,14 @@ def _ex_01_1(answers):
     if my_cosine([1.0, 0.0], [0.0, 1.0]) is None:
         return {"値": (None, None), "零ベクトル": (None, None)}
     refs = [float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b))) for a, b in pairs]
-    try:
-        my_cosine([0.0, 0.0], [1.0, 2.0])
-        raised = False
-    except ValueError:
-        raised = True
+    def raises(x, y):
+        try:
+            my_cosine(x, y)
+        except ValueError:
+            return True
+        return False
+
+    raised = raises([0.0, 0.0], [1.0, 2.0]) and raises([1.0, 2.0], [0.0, 0.0])  # a zero vector on either side
     return {"値": ([my_cosine(a, b) for a, b in pairs], refs), "零ベクトル": (raised, True)}
 
 
