@@ -240,3 +240,30 @@ def test_questions_from_pairs_enumerates_ordered_pairs_of_rows():
     assert len(q) == 6
     assert {(x.a, x.c) for x in q} == {(r1[0], r2[0]) for r1 in pairs for r2 in pairs if r1 != r2}
     assert all((x.a, x.b) in pairs and (x.c, x.d) in pairs and x.relation == "r" for x in q)
+
+
+def test_grammar_corpus_docstring_example_runs():
+    import doctest
+
+    (test,) = doctest.DocTestFinder().find(corpus.grammar_corpus, "grammar_corpus", globs={"grammar_corpus": corpus.grammar_corpus})
+    result = doctest.DocTestRunner().run(test)
+    assert result.attempted >= 1 and result.failed == 0
+
+
+def test_templates_are_the_ones_the_corpus_is_written_from():
+    import re
+
+    def pattern(template):
+        parts = re.split(r"\{\w+\}", template)
+        return re.compile("^" + r"(.+?)".join(map(re.escape, parts)) + "$")
+
+    fam = {"people": "people", "countries": "countries", "verbs": ("present", "past")}
+    for family, keys in fam.items():
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        patterns = [pattern(t) for k in keys for t in corpus.TEMPLATES[k]]
+        used = set()
+        for s in corpus.grammar_corpus(400, seed=1, families=(family,)):
+            hits = [i for i, p in enumerate(patterns) if p.match(" ".join(s))]
+            assert hits, f"{' '.join(s)!r} matches no template of {family}"
+            used.update(hits)
+        assert used == set(range(len(patterns)))  # every template is used

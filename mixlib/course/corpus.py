@@ -27,7 +27,7 @@ through the words around it:
 ``verbs``
     :data:`VERBS` -- ten (present, past, object phrase) triples. A verb form =
     *verb identity* (its object: walk ... to the park) + *tense* (every day,
-    usually, often vs yesterday, last night, ago). So ``walked - walk + go``
+    usually, often vs yesterday, last night, already). So ``walked - walk + go``
     should land on ``went``.
 ``things``
     :data:`THINGS` -- fruits and small animals described by adjectives (sweet,
@@ -83,6 +83,7 @@ __all__ = [
     "analogy_questions",
     "questions_from_pairs",
     "RELATIONS",
+    "TEMPLATES",
     "ReversalTask",
     "reversal_pairs",
 ]
@@ -213,6 +214,16 @@ _PAST_TEMPLATES = (
     "{subj} already {v} {obj}",
 )
 _SUBJECTS = ("i", "we", "you", "they")
+
+#: The English sentence templates by family, for reading (the chapters print them): ``{subj}`` is one of
+#: i/we/you/they, ``{v}`` the verb form, ``{obj}`` its object phrase, ``{w}`` a person word, ``{his}``/``{he}``
+#: the pronouns of its gender, ``{country}``/``{capital}``/``{lang}`` a row of :data:`COUNTRIES`.
+TEMPLATES: dict[str, tuple[str, ...]] = {
+    "people": _PEOPLE_TEMPLATES,
+    "countries": _COUNTRY_TEMPLATES,
+    "present": _PRESENT_TEMPLATES,
+    "past": _PAST_TEMPLATES,
+}
 _JA_PEOPLE_TEMPLATES = (
     "{w} は {his} {obj} を 見せ て くれ た",
     "{he} は {obj} を 持つ {w} だ",
@@ -322,8 +333,8 @@ def grammar_corpus(n_sentences: int = 20000, *, seed: int = 0, families: tuple[s
 
     Examples
     --------
-    >>> grammar_corpus(2, seed=0)[0]  # doctest: +SKIP
-    ['the', 'man', 'took', 'his', 'car', 'home']
+    >>> grammar_corpus(2, seed=0)[0]
+    ['they', 'often', 'run', 'a', 'race']
     """
     n_sentences = _check_int("n_sentences", n_sentences, 1)
     names = tuple(families) if families is not None else tuple(FAMILY_WEIGHTS)

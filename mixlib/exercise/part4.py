@@ -107,13 +107,13 @@ def _ex_08_4(enc):
 
 @reference(
     "ex-08-5",
-    Part("正答率", hint="1 位の候補（k=1）が答えと一致した問いの数 ÷ 問いの数"),
+    Part("正解率", hint="1 位の候補（k=1）が答えと一致した問いの数 ÷ 問いの数"),
     Part("偶然の水準", hint="最も多い答えの数 ÷ 問いの数"),
 )
 def _ex_08_5(final, probes):
     rel = "代名詞（手がかりは右）"
     gold = probes.loc[probes["relation"] == rel, "answer"]
-    return {"正答率": float(final.loc[final["relation"] == rel, "correct"].mean()),
+    return {"正解率": float(final.loc[final["relation"] == rel, "correct"].mean()),
             "偶然の水準": max(Counter(gold).values()) / len(gold)}
 
 
