@@ -34,7 +34,7 @@ def test_skipgram_window_marks_the_window_and_one_arrow_per_context_word():
     _render(fig)
     texts = _texts(fig)
     assert all(t in texts for t in tokens)
-    assert any("窓" in t and "c = 2" in t for t in texts)
+    assert any("窓" in t and "m = 2" in t for t in texts)
     # window clipped at the sentence start: contexts are positions 0, 2, 3
     arrows = [p for p in fig.axes[0].patches if isinstance(p, matplotlib.patches.FancyArrowPatch)]
     assert len(arrows) == 3

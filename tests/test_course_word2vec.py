@@ -329,6 +329,36 @@ def test_accuracy_by_relation_resamples_pairs_as_a_naive_loop_does():
     assert tuple(w2v.accuracy_by_relation(allright, n_boot=50).iloc[0][["accuracy", "low", "high"]]) == (1.0, 1.0, 1.0)
 
 
+def test_offset_vs_baseline_pairs_the_two_methods_and_resamples_pairs(monkeypatch):
+    pairs = [(f"a{i}", f"b{i}") for i in range(5)]
+    qs = corpus.questions_from_pairs(pairs, "r")
+    rng = np.random.default_rng(4)
+    ok_add, ok_base = rng.random(len(qs)) < 0.7, rng.random(len(qs)) < 0.3
+    frame = pd.DataFrame({"a": [q.a for q in qs], "b": [q.b for q in qs], "c": [q.c for q in qs], "d": [q.d for q in qs],
+                          "predicted": "", "relation": "r", "rank": 1})
+
+    class Fake:  # a space whose two methods give the answers drawn above
+        def evaluate(self, questions, method="3cosadd"):
+            return frame.assign(correct=ok_add if method == "3cosadd" else ok_base)
+
+    got = w2v.offset_vs_baseline(Fake(), qs, n_boot=300, seed=9).iloc[0]
+    assert (got["accuracy"], got["baseline"]) == pytest.approx((ok_add.mean(), ok_base.mean()))
+    assert got["difference"] == pytest.approx(ok_add.mean() - ok_base.mean())
+    # naive: the same pair counts, each question weighted by count(i) * count(j), of the paired difference
+    draw = np.random.default_rng(9).multinomial(5, np.full(5, 1 / 5), size=300)
+    boot = []
+    for counts in draw:
+        w = np.array([counts[int(q.a[1:])] * counts[int(q.c[1:])] for q in qs], dtype=float)
+        if w.sum() > 0:
+            boot.append((w * (ok_add.astype(float) - ok_base)).sum() / w.sum())
+    assert (got["low"], got["high"]) == pytest.approx(tuple(np.quantile(boot, [0.025, 0.975])))
+    ok_base[:] = ok_add  # the baseline answers exactly as 3CosAdd: no difference, no width
+    same = w2v.offset_vs_baseline(Fake(), qs, n_boot=50).iloc[0]
+    assert (same["difference"], same["low"], same["high"]) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="n_boot"):
+        w2v.offset_vs_baseline(Fake(), qs, n_boot=0)
+
+
 def test_from_encoder_keeps_whole_words_with_their_rows(packaged_enc):
     wv = w2v.WordVectors.from_encoder(packaged_enc)
     E = packaged_enc.word_embeddings().numpy()

@@ -466,7 +466,7 @@ class Analogy:
 
 
 #: Relations the grammar encodes, with their Japanese names for tables.
-RELATIONS = {"gender": "性別", "capital": "首都", "past": "過去形"}
+RELATIONS = {"gender": "性別", "capital": "国と首都", "past": "過去形"}
 
 
 def questions_from_pairs(pairs: Sequence[tuple[str, str]], relation: str) -> list[Analogy]:

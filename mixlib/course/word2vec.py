@@ -49,6 +49,7 @@ __all__ = [
     "ANALOGY_SET_RELATIONS",
     "load_analogy_set",
     "accuracy_by_relation",
+    "offset_vs_baseline",
 ]
 
 
@@ -789,22 +790,70 @@ def accuracy_by_relation(ev: pd.DataFrame, *, n_boot: int = 2000, level: float =
     pandas.DataFrame
         One row per relation: ``questions``, ``pairs``, ``accuracy``, ``low``, ``high``.
     """
+    _check_boot(n_boot, level)
+    rng = np.random.default_rng(seed)
+    rows = []
+    for rel, g in ev.groupby("relation", sort=False):
+        correct = g["correct"].to_numpy(dtype=float)
+        n_pairs, w = _pair_bootstrap_weights(g, n_boot, rng)
+        lo, hi = _weighted_quantiles(w, correct, level)
+        rows.append({"relation": rel, "questions": len(g), "pairs": n_pairs, "accuracy": correct.mean(), "low": lo, "high": hi})
+    return pd.DataFrame(rows, columns=["relation", "questions", "pairs", "accuracy", "low", "high"])
+
+
+def _check_boot(n_boot, level) -> None:
     if not 0 < level < 1:
         raise ValueError(f"level must be between 0 and 1; got {level!r}.")
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 1:
         raise ValueError(f"n_boot must be a positive integer; got {n_boot!r}.")
+
+
+def _pair_bootstrap_weights(g: pd.DataFrame, n_boot: int, rng: np.random.Generator) -> tuple[int, np.ndarray]:
+    """The pairs of one relation's questions and ``(n_boot, Q)`` weights: how often pairs (a, b) and (c, d) were both drawn."""
+    keys = list(dict.fromkeys(list(zip(g["a"], g["b"])) + list(zip(g["c"], g["d"]))))
+    pos = {k: i for i, k in enumerate(keys)}
+    i = np.array([pos[k] for k in zip(g["a"], g["b"])])
+    j = np.array([pos[k] for k in zip(g["c"], g["d"])])
+    W = rng.multinomial(len(keys), np.full(len(keys), 1 / len(keys)), size=n_boot).astype(float)  # (n_boot, n)
+    return len(keys), W[:, i] * W[:, j]
+
+
+def _weighted_quantiles(w: np.ndarray, values: np.ndarray, level: float) -> tuple[float, float]:
+    den = w.sum(axis=1)
+    boot = (w @ values)[den > 0] / den[den > 0]
+    lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def offset_vs_baseline(
+    wv: "WordVectors", questions: Iterable[Any], *, n_boot: int = 2000, level: float = 0.95, seed: int = 0
+) -> pd.DataFrame:
+    """Does the offset ``b - a`` add anything? 3CosAdd against the nearest neighbour of ``c``, per relation.
+
+    Both methods answer the same questions (:meth:`WordVectors.evaluate`,
+    query words excluded), so the difference is paired: per question,
+    ``correct(3CosAdd) - correct(nearest c)``. Its interval comes from the same
+    bootstrap over *pairs* as :func:`accuracy_by_relation`, because questions
+    that share a pair are not independent (Linzen 2016 for the baseline).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per relation: ``questions``, ``pairs``, ``accuracy`` (3CosAdd),
+        ``baseline`` (nearest ``c``), ``difference`` and its ``low``/``high``
+        bound. The offset is shown to help where ``low > 0``.
+    """
+    _check_boot(n_boot, level)
+    questions = list(questions)
+    add = wv.evaluate(questions)
+    base = wv.evaluate(questions, method="nearest_c")
     rng = np.random.default_rng(seed)
     rows = []
-    for rel, g in ev.groupby("relation", sort=False):
-        keys = list(dict.fromkeys(list(zip(g["a"], g["b"])) + list(zip(g["c"], g["d"]))))
-        pos = {k: i for i, k in enumerate(keys)}
-        i = np.array([pos[k] for k in zip(g["a"], g["b"])])
-        j = np.array([pos[k] for k in zip(g["c"], g["d"])])
-        correct = g["correct"].to_numpy(dtype=float)
-        W = rng.multinomial(len(keys), np.full(len(keys), 1 / len(keys)), size=n_boot).astype(float)  # (n_boot, n)
-        w = W[:, i] * W[:, j]  # (n_boot, Q)
-        den = w.sum(axis=1)
-        boot = (w @ correct)[den > 0] / den[den > 0]
-        lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
-        rows.append({"relation": rel, "questions": len(g), "pairs": len(keys), "accuracy": correct.mean(), "low": lo, "high": hi})
-    return pd.DataFrame(rows, columns=["relation", "questions", "pairs", "accuracy", "low", "high"])
+    for rel, g in add.groupby("relation", sort=False):
+        ok_add = g["correct"].to_numpy(dtype=float)
+        ok_base = base.loc[g.index, "correct"].to_numpy(dtype=float)  # the same questions, in the same order
+        n_pairs, w = _pair_bootstrap_weights(g, n_boot, rng)
+        lo, hi = _weighted_quantiles(w, ok_add - ok_base, level)
+        rows.append({"relation": rel, "questions": len(g), "pairs": n_pairs, "accuracy": ok_add.mean(), "baseline": ok_base.mean(),
+                     "difference": ok_add.mean() - ok_base.mean(), "low": lo, "high": hi})
+    return pd.DataFrame(rows, columns=["relation", "questions", "pairs", "accuracy", "baseline", "difference", "low", "high"])

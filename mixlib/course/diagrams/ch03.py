@@ -1,7 +1,7 @@
 """Concept figures of chapter 3: the skip-gram window and negative sampling.
 
 :func:`draw_skipgram_window` shows one sentence, a centre word and the
-context words inside a window of ``c`` words on each side, each of which the
+context words inside a window of ``m`` words on each side, each of which the
 centre word must predict. :func:`draw_negative_sampling` shows what one
 training example of SGNS compares: the dot product of the centre vector
 :math:`v_i` with the true context's :math:`u_o` (pushed up through
@@ -50,7 +50,7 @@ def draw_skipgram_window(
     center : int, default 3
         Position (0-based) of the centre word :math:`w_t`.
     window : int, default 2
-        The window size ``c``: words at distance 1..c on each side are contexts.
+        The window size ``m``: words at distance 1..m on each side are contexts.
 
     Returns
     -------
@@ -76,7 +76,7 @@ def draw_skipgram_window(
     # the window
     ax.add_patch(FancyBboxPatch((lo * step - w / 2 - 0.12, y - h / 2 - 0.14), (hi - lo) * step + w + 0.24, h + 0.28,
                                 boxstyle="round,pad=0.02,rounding_size=0.12", fc="none", ec="#c44e52", lw=1.6, ls="--"))
-    ax.text(lo * step - w / 2 - 0.1, y + h / 2 + 0.22, f"窓（左右 c = {window} 語）", color="#c44e52", fontsize=10, ha="left", va="bottom")
+    ax.text(lo * step - w / 2 - 0.1, y + h / 2 + 0.22, f"窓（左右 m = {window} 語）", color="#c44e52", fontsize=10, ha="left", va="bottom")
     for i, tok in enumerate(tokens):
         kind = "center" if i == center else ("context" if lo <= i <= hi else "outside")
         _box(ax, i * step, y, tok, w=w, h=h, kind=kind)
