@@ -21,6 +21,17 @@ def _ex_04_2(lm, sentences):
     return s2s.perplexity(lm, sentences)
 
 
+@reference("ex-04-4", Part(hint="教師強制：model(src, tgt_in) のロジットの argmax を tgt_out と比べ、最後の文字の位置（<eos> の一つ前）で平均する", rtol=0, atol=1e-9))
+def _ex_04_4(model, sources):
+    import torch
+
+    src, tgt_in, tgt_out = model.vocab.tensors(sources)
+    with torch.no_grad():
+        logits, _ = model(src, tgt_in)  # (N, S + 1, V), teacher forced
+    last = len(sources[0]) - 1  # the last character; position S is <eos>
+    return float((logits.argmax(-1)[:, last] == tgt_out[:, last]).double().mean())
+
+
 @reference(
     "ex-04-3",
     Part("τ=0.5", hint="ロジットを τ で割ってからソフトマックス", rtol=1e-3),
