@@ -320,7 +320,8 @@ def score_generations(preds: Sequence[str], golds: Sequence[str]) -> dict[str, f
 class ChihayaConfig:
     """Everything that defines one training run of chapter 7.
 
-    The defaults are the lecture's model: 1 layer, d_model 32, 4 heads, max length 22.
+    The defaults are the lecture's model in layers, width, heads and maximum length (1 layer, d_model 32,
+    4 heads, max length 22), with a wider FFN (d_ff 128; the lecture's is 32).
     With ``schedule="warmup_cosine"`` the learning rate rises linearly for
     ``warmup`` steps, then decays to 0 along a half cosine over the remaining
     steps; ``schedule="constant"`` keeps ``lr`` throughout (the lecture's
