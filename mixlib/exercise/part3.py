@@ -92,11 +92,15 @@ def _ex_07_1():
     return {"文字正解率": same / max(len(pred), len(gold)), "完全一致": pred == gold}
 
 
-@reference("ex-07-2", Part(hint="他のどの上の句もその接頭辞で始まらなくなる最短の長さ", rtol=0, atol=0), judge=True)
+#: competitive karuta counts sounds: these kana are read as the second one (ex-07-2)
+SAME_SOUND = str.maketrans({"を": "お", "ゐ": "い", "ゑ": "え"})
+
+
+@reference("ex-07-2", Part(hint="を・ゐ・ゑ を お・い・え に置き換えてから、他のどの上の句もその接頭辞で始まらなくなる最短の長さ", rtol=0, atol=0), judge=True)
 def _ex_07_2(answers, kami):
     kimariji = answers[""]
-    kami = list(kami)
-    got = kimariji(list(kami))
+    got = kimariji([k.replace(" ", "") for k in kami])
+    kami = [k.replace(" ", "").translate(SAME_SOUND) for k in kami]
     if got is None:
         return {"": (None, None)}
     # sorted, a poem's decisive prefix is one character past its longest common prefix with a neighbour
@@ -133,13 +137,13 @@ def _ex_07_3(run_leak, run, poems):
     return {"ずらさない": _copy_rate(run_leak, poems, False), "ずらす": _copy_rate(run, poems, True)}
 
 
-@reference("ex-07-4", Part(hint="決まり字の長さで上の句を切ってから encode_pairs に渡す", rtol=0, atol=1e-6))
+@reference("ex-07-4", Part(hint="上の句の先頭から決まり字の長さだけ除いた残りを encode_pairs に渡す", rtol=0, atol=1e-6))
 def _ex_07_4(run, poems):
     from mixlib.course import hyakunin as hy
     from mixlib.course import transformer as tf
 
     lens = hy.kimariji_lengths(list(poems.kami))
-    d = hy.encode_pairs(run.vocab, [k[:n] for k, n in zip(poems.kami, lens)], list(poems.shimo))
+    d = hy.encode_pairs(run.vocab, [k[n:] for k, n in zip(poems.kami, lens)], list(poems.shimo))
     out = tf.greedy_decode(run.model, d["src"], bos_id=run.vocab.bos_id, eos_id=run.vocab.eos_id)
     return float(hy.score_generations([run.vocab.decode(o) for o in out.tolist()], list(poems.shimo))["exact"])
 
