@@ -156,11 +156,11 @@ def _ex_08_6(answers, counts):
 
 
 @reference("ex-09-1", Part(hint="注意マスクが 0 の位置（パディング）を除いて、last_hidden_state を平均する", atol=1e-4, rtol=1e-3))
-def _ex_09_1(enc, texts):
+def _ex_09_1(enc, sentence):
     import torch
 
     # the sentence alone, so no padding at all: the student's padded batch must give the same mean
-    batch = enc.tokenizer([texts[2]], return_tensors="pt").to(enc.device)
+    batch = enc.tokenizer([sentence], return_tensors="pt").to(enc.device)
     with torch.no_grad():
         h = enc.model(**batch).last_hidden_state[0].double()
     return h.mean(0).cpu().numpy()
@@ -228,11 +228,10 @@ def _ex_09_4(answers, enc, texts):
 
 @reference(
     "ex-09-5",
-    Part("損失", hint="行ごとの softmax は exp(s_ij) / Σ_j exp(s_ij)。対角の対数確率の平均に負号"),
-    Part("偶然の水準", hint="全ての s_ij が等しければ、各行の確率は 1/B"),
+    Part(hint="u と v を本文と逆にする。行ごとの softmax は exp(s_ij) / Σ_j exp(s_ij)。対角の対数確率の平均に負号"),
 )
 def _ex_09_5(X, batches, scale):
     from mixlib.course import sentences as sv
 
-    ref = sv.in_batch_contrastive(np.asarray(X)[batches[0][0]], np.asarray(X)[batches[0][1]], scale=scale)
-    return {"損失": ref["loss"], "偶然の水準": ref["chance_loss"]}
+    # the reverse direction of the chapter's: u from the second sentence of each pair
+    return sv.in_batch_contrastive(np.asarray(X)[batches[0][1]], np.asarray(X)[batches[0][0]], scale=scale)["loss"]
