@@ -10,9 +10,11 @@ made from, and with each other (the same texts, or the same one-line error).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -70,11 +72,13 @@ def files(draw: st.DrawFn) -> tuple[bytes, str, bool | None, list]:
     return bom + body.encode("utf-8"), suffix, header, strip
 
 
-def _write(data: bytes, suffix: str) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="mixlib-texts-"))
-    path = folder / f"t{suffix}"
-    path.write_bytes(data)
-    return path
+@contextlib.contextmanager
+def _written(data: bytes, suffix: str) -> Iterator[Path]:
+    """The bytes in a file of a fresh folder, removed afterwards (hypothesis runs hundreds of examples)."""
+    with tempfile.TemporaryDirectory(prefix="mixlib-texts-") as folder:
+        path = Path(folder) / f"t{suffix}"
+        path.write_bytes(data)
+        yield path
 
 
 def _header_args(header: bool | None) -> list[str]:
@@ -111,10 +115,10 @@ def _every_command(path: Path, header: bool | None) -> dict[str, object]:
 @given(files())
 def test_every_command_reads_the_texts_the_file_was_made_from(made):
     data, suffix, header, expected = made
-    path = _write(data, suffix)
-    got = _every_command(path, header)
+    with _written(data, suffix) as path:
+        got = _every_command(path, header)
+        numbers = [n for n, _ in iter_texts(path, header=header)]
     assert got == {name: expected for name in got}, (data, got)
-    numbers = [n for n, _ in iter_texts(path, header=header)]
     lines = data.split(b"\n")
     for n, text in zip(numbers, expected):  # each text comes with the number of the line it is on
         first = text[0] if isinstance(text, tuple) else text
@@ -129,8 +133,8 @@ LINE = st.text(alphabet=st.sampled_from(["a", "b", " ", "\t", "#", "\u200b", "\u
 @given(st.lists(LINE, min_size=0, max_size=6), st.sampled_from([".txt", ".tsv"]), st.sampled_from([None, True, False]),
        st.sampled_from(["\n", "\r\n"]))
 def test_every_command_reads_any_file_the_same_way_or_refuses_it_the_same_way(lines, suffix, header, eol):
-    path = _write(eol.join(lines).encode("utf-8"), suffix)
-    got = _every_command(path, header)
+    with _written(eol.join(lines).encode("utf-8"), suffix) as path:
+        got = _every_command(path, header)
     assert len({repr(v) for v in got.values()}) == 1, got
     outcome = got["library"]
     if isinstance(outcome, str):  # one line naming the file, and the line where there is one
