@@ -121,8 +121,8 @@ def draw_gru_cell() -> plt.Figure:
     x_in = box(ax, -0.3, 0.0, "$x_t$", w=0.9, color="input")
     z = box(ax, 1.8, 1.6, "更新ゲート\n$z_t=\\sigma(\\cdot)$", w=1.6, h=0.75, color="gate", fontsize=9)
     r = box(ax, 1.8, 0.0, "リセットゲート\n$r_t=\\sigma(\\cdot)$", w=1.6, h=0.75, color="gate", fontsize=9)
-    rh = node(ax, 3.6, 0.0, "$\\odot$")
-    cand = box(ax, 5.0, 0.0, "候補\n$\\tilde h_t=\\tanh(\\cdot)$", w=1.6, h=0.75, color="state", fontsize=9)
+    rh = node(ax, 3.4, 0.0, "$\\odot$")
+    cand = box(ax, 5.25, 0.0, "候補\n$\\tilde h_t=\\tanh(\\cdot)$", w=1.6, h=0.75, color="state", fontsize=9)
     one_minus = box(ax, 5.0, 1.6, "$1-z_t$", w=0.8, h=0.45, color="norm", fontsize=9)
     keep = node(ax, 3.6, 3.3, "$\\odot$")
     new = node(ax, 6.4, 1.6, "$\\odot$")
@@ -139,7 +139,7 @@ def draw_gru_cell() -> plt.Figure:
     arrow(ax, z, one_minus)
     arrow(ax, r, rh, text="$r_t$", text_offset=(0, 0.22))
     arrow(ax, (0.25, 3.05), rh, color="#c44e52", lw=1.0, rad=-0.25)
-    arrow(ax, rh, cand, text="$r_t\\odot h_{t-1}$", text_offset=(0.1, -0.32))
+    arrow(ax, rh, cand, text="$r_t\\odot h_{t-1}$", text_offset=(-0.05, 0.28))
     arrow(ax, (0.15, -0.3), cand, color="#4c72b0", rad=0.25)
     arrow(ax, cand, new)
     arrow(ax, one_minus, new)
@@ -202,6 +202,8 @@ def draw_encoder_decoder(source: str = "abcde", target: str | None = None, *, hi
     ax.text((S - 1) * step / 2, -0.45, f"エンコーダ（双方向 GRU）：入力 {S} 文字", ha="center", va="top", fontsize=9)
     ax.text(d0 + T * step / 2, -0.45, "デコーダ（GRU）：1 文字ずつ出力", ha="center", va="top", fontsize=9)
     if highlight:
-        ax.text(cx, 0.72, f"固定長のベクトル\n（入力が {S} 文字でも\n同じ大きさ）", ha="center", va="top", fontsize=8.5, color="#8a2f86")
+        # one line above c, where neither the arc nor the boxes run (below c it ran into the boxes of long inputs)
+        ax.text(cx, 3.45, f"$\\mathbf{{c}}$：固定長のベクトル（入力が {S} 文字でも同じ大きさ）", ha="center", va="top", fontsize=8.5,
+                color="#8a2f86")
     ax.set_title("エンコーダ・デコーダ：デコーダに渡るのは $\\mathbf{c}$ だけ（固定長のボトルネック）", fontsize=11)
     return fig
