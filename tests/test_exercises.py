@@ -343,18 +343,35 @@ def test_chapter_1_checks_take_a_function_and_hand_worked_values(capsys):
 
 
 def test_part_3_checks_against_hand_work_and_simulation(capsys):
-    """ex-06-1/06-2/06-4 and ex-07-1/07-5 from hand-worked values, a simulation and known distances."""
+    """ex-06-1/06-2/06-4/06-5 and ex-07-1/07-5 from hand-worked values, a simulation and known distances."""
+    import torch
+
     assert ex.check_answer("ex-06-1", {"重み": [0.401, 0.198, 0.401], "出力": [0.602, 0.398]})
     rng = np.random.default_rng(0)
-    sim = (rng.normal(size=(100_000, 64)) * rng.normal(size=(100_000, 64))).sum(axis=1)
-    assert ex.check_answer("ex-06-2", {"分散": float(sim.var()), "割った後": float((sim / 8).var())})
-    assert not ex.check_answer("ex-06-2", {"分散": 8.0, "割った後": 1.0})
+    sigma = np.sqrt(2.0)  # components of variance 2
+    sim = (rng.normal(scale=sigma, size=(100_000, 64)) * rng.normal(scale=sigma, size=(100_000, 64))).sum(axis=1)
+    assert ex.check_answer("ex-06-2", {"分散": float(sim.var()), "割った後": float((sim / 8).var()), "割る数": float(sim.std())})
+    assert not ex.check_answer("ex-06-2", {"分散": 64.0, "割った後": 1.0, "割る数": 8.0})  # the unit-variance answers
 
     def pe_dot(delta, d_model):
         return float(np.cos(10000.0 ** (-np.arange(0, d_model, 2) / d_model) * delta).sum())
 
-    assert ex.check_answer("ex-06-4", pe_dot)
-    assert not ex.check_answer("ex-06-4", lambda delta, d: float(np.cos(delta)))
+    # the first delta below half of delta = 0, by brute force with the student's own function
+    first = next(d for d in range(1, 10_000) if pe_dot(d, 512) < 512 / 4)
+    assert ex.check_answer("ex-06-4", {"pe_dot": pe_dot, "半分を下回る δ": first})
+    assert not ex.check_answer("ex-06-4", {"pe_dot": lambda delta, d: float(np.cos(delta)), "半分を下回る δ": first})
+    assert not ex.check_answer("ex-06-4", {"pe_dot": pe_dot, "半分を下回る δ": first + 1})
+
+    def gap(layer, x, perm):
+        with torch.no_grad():
+            return float((layer(x)[:, perm] - layer(x[:, perm])).abs().max())
+
+    def no_permutation(layer, x, perm):  # compares layer(x) with layer(x[:, perm]): not zero even without positions
+        with torch.no_grad():
+            return float((layer(x) - layer(x[:, perm])).abs().max())
+
+    assert ex.check_answer("ex-06-5", gap)
+    assert not ex.check_answer("ex-06-5", no_permutation)
     assert ex.check_answer("ex-07-1", {"文字正解率": 13 / 15, "完全一致": False})
     assert not ex.check_answer("ex-07-1", {"文字正解率": 13 / 14, "完全一致": False})
 

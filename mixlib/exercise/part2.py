@@ -73,7 +73,7 @@ def _ex_04_5(answers, gru):
 
 @reference(
     "ex-05-1",
-    Part("重み a", hint="tanh の中は W s + U h_s + b、最後に v との内積、ソフトマックスは入力位置の方向", rtol=0, atol=1e-5),
+    Part("重み a", hint="tanh の中は W s + U h_s + b、最後に v との内積、softmax は入力位置の方向", rtol=0, atol=1e-5),
     Part("文脈ベクトル c", hint="重みで H の行を平均する（a @ H）", rtol=0, atol=1e-5),
     judge=True,
     one_answer=True,

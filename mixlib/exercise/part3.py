@@ -27,12 +27,15 @@ def _ex_06_1():
 
 @reference(
     "ex-06-2",
-    Part("分散", hint="独立な d_k 個の項の和の分散は、各項の分散の和", rtol=0.05),
+    Part("分散", hint="独立な d_k 個の項 q_l k_l の和。各項の分散は E[q_l²] E[k_l²]", rtol=0.05),
     Part("割った後", hint="定数 c で割ると分散は 1/c² 倍", rtol=0.05),
+    Part("割る数", hint="分散を 1 に戻すには、標準偏差で割る", rtol=0.05),
 )
 def _ex_06_2():
-    # Var(q·k) = Σ_l Var(q_l k_l) = d_k E[q_l²] E[k_l²] = d_k; divided by √d_k: 1
-    return {"分散": 64.0, "割った後": 1.0}
+    # components of variance sigma^2 = 2: Var(q·k) = d_k sigma^4 = 64 * 4; divided by sqrt(d_k) = 8: 256 / 64;
+    # the divisor that gives variance 1 is the standard deviation sqrt(d_k) sigma^2
+    d_k, var = 64, 2.0
+    return {"分散": d_k * var**2, "割った後": d_k * var**2 / d_k, "割る数": math.sqrt(d_k) * var}
 
 
 @reference(
@@ -49,33 +52,59 @@ def _ex_06_3():
     return {"d_model=768": count(768, 12), "d_model=1024": count(1024, 16)}
 
 
-@reference("ex-06-4", Part(hint="組 i ごとに cos(ω_i δ) を足す。ω_i = 10000^(-2i/d)", rtol=0, atol=1e-5), judge=True)
-def _ex_06_4(answers):
-    pe_dot = answers[""]
-    if pe_dot(0, 8) is None:
-        return {"": (None, None)}
-    d, n = 16, 40
+def _pe(n: int, d: int) -> np.ndarray:
+    """Sinusoidal positions built here from the formula, not from the chapter's code (the dot product ignores column order)."""
     pos = np.arange(n)[:, None]
     omega = 10000.0 ** (-np.arange(0, d, 2) / d)
-    P = np.concatenate([np.sin(pos * omega), np.cos(pos * omega)], axis=1)  # the dot product does not depend on the column order
-    pairs = [(0, 0), (3, 10), (25, 7), (39, 0)]
-    return {"": ([pe_dot(p - q, d) for p, q in pairs], [float(P[p] @ P[q]) for p, q in pairs])}
+    return np.concatenate([np.sin(pos * omega), np.cos(pos * omega)], axis=1)
 
 
-@reference("ex-06-5", Part(hint="torch.allclose で二つを比べた結果をそのまま入れる"))
-def _ex_06_5():
+@reference(
+    "ex-06-4",
+    Part("pe_dot", hint="組 i ごとに cos(ω_i δ) を足す。ω_i = 10000^(-2i/d)", rtol=0, atol=1e-5),
+    Part("半分を下回る δ", hint="δ = 1, 2, 3, ... と pe_dot(δ, 512) を計算し、512/4 = 128 を初めて下回る δ", rtol=0, atol=0),
+    judge=True,
+)
+def _ex_06_4(answers):
+    pe_dot, first = answers["pe_dot"], answers["半分を下回る δ"]
+    out: dict = {"pe_dot": (None, None), "半分を下回る δ": (first, None)}
+    if pe_dot is not None and pe_dot(0, 8) is not None:
+        d, n = 16, 40
+        P = _pe(n, d)
+        pairs = [(0, 0), (3, 10), (25, 7), (39, 0)]
+        out["pe_dot"] = ([pe_dot(p - q, d) for p, q in pairs], [float(P[p] @ P[q]) for p, q in pairs])
+    if first is not None:
+        P = _pe(200, 512)
+        dots = P[1:] @ P[0]  # PE_0 · PE_δ for δ = 1..199
+        out["半分を下回る δ"] = (first, int(np.flatnonzero(dots < 512 / 4)[0]) + 1)
+    return out
+
+
+@reference("ex-06-5", Part(hint="layer(x)[:, perm] と layer(x[:, perm]) の差の絶対値の最大を float で返す", rtol=1e-3, atol=1e-5),
+           judge=True)
+def _ex_06_5(answers):
     import torch
 
     from mixlib.course import transformer as tf
 
+    gap = answers[""]
     g = torch.Generator().manual_seed(0)
     with torch.random.fork_rng():  # the layer's random initial weights, without touching the chapter's random state
         torch.manual_seed(0)
         layer = tf.EncoderLayer(16, 4, 64, dropout=0.0).eval()
     x = torch.randn(1, 6, 16, generator=g)
     perm = torch.randperm(6, generator=g)
+    pe = torch.as_tensor(_pe(6, 16), dtype=torch.float32)
+
+    def with_positions(z):  # the same layer, with sinusoidal positions added to its input: no longer equivariant
+        return layer(z + pe)
+
     with torch.no_grad():
-        return bool(torch.allclose(layer(x)[:, perm], layer(x[:, perm]), atol=1e-5))
+        if gap(layer, x, perm) is None:
+            return {"": (None, None)}
+        given = [float(gap(m, x, perm)) for m in (layer, with_positions)]
+        expected = [float((m(x)[:, perm] - m(x[:, perm])).abs().max()) for m in (layer, with_positions)]
+    return {"": (given, expected)}
 
 
 # ---------------------------------------------------------------- chapter 7
