@@ -209,7 +209,7 @@ def draw_layer_diagram(ax: Any = None) -> plt.Figure:
     box(4.4, 6.75, 4.6, 0.9, "層正規化 (LayerNorm)\n" + r"$\mathrm{LN}(y)=\frac{y-m(y)}{s(y)}\,\gamma+\beta$", "#e7f4e4", fontsize=9.5)
     # the part chapter 10 decomposes
     ax.add_patch(Rectangle((0.45, 1.6), 9.15, 5.85, fill=False, ec="#555555", lw=1.1, ls=(0, (5, 3))))
-    ax.text(9.6, 7.55, "破線の内側: この章で厳密に分解する範囲（式 4〜7）", fontsize=8.5, color="#555555", ha="right", va="bottom")
+    ax.text(9.6, 7.55, "破線の内側: この章で厳密に分解する範囲（本書の分解 (5)、論文の式 4〜7）", fontsize=8.5, color="#555555", ha="right", va="bottom")
     # feed-forward block (not decomposed)
     grey = "#9e9e9e"
     arrow(4.4, 7.2, 4.4, 8.25, color=grey)

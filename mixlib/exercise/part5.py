@@ -85,9 +85,14 @@ def _ex_10_5(enc, text, layer):
     return one.mix[0, 0][one.real[0]]
 
 
-@reference("ex-10-6", Part(hint="mix と keep_attn + keep_res の両方を c 倍してからノルムを取る", atol=1e-5))
-def _ex_10_6(one):
-    return one.ratio[0, 0][one.real[0]]
+@reference("ex-10-6", Part(hint="mix と keep_attn + keep_res を、それぞれ成分ごとに γ で割ってからノルムを取る（実トークンだけ）", atol=1e-5))
+def _ex_10_6(one, gamma):
+    real = np.asarray(one.real[0], dtype=bool)
+    g = np.asarray(gamma, dtype=np.float64)
+    mix = np.asarray(one.mix[0, 0], dtype=np.float64)[real] / g
+    keep = np.asarray(one.keep_attn[0, 0] + one.keep_res[0, 0], dtype=np.float64)[real] / g
+    n_mix, n_keep = np.linalg.norm(mix, axis=-1), np.linalg.norm(keep, axis=-1)
+    return n_mix / (n_mix + n_keep)
 
 
 # ---------------------------------------------------------------- chapter 11
