@@ -128,18 +128,37 @@ _FONT_CACHE: dict[tuple[str, ...], frozenset[int]] = {}
 
 
 def font_safe(text: Any) -> str:
-    """``text`` with every character the current font cannot draw replaced by ``□``.
+    """``text`` with every run of characters the current font cannot draw named by its script.
 
     Vocabulary tokens come in many scripts (Armenian, Devanagari, Thai ...)
     that the Japanese font lacks; drawing them would print a warning and an
-    empty box. Use it for token strings in figures, never for mathtext.
+    empty box that tells the reader nothing. A run of such characters of one
+    script becomes ``<Thai>`` (the first word of the characters' Unicode
+    names, so ``"##ก"`` reads ``"##<Thai>"``); a character without a name
+    becomes ``□``. Use it for token strings in figures, never for mathtext.
     """
+    import unicodedata
+
     text = str(text)
     points = _font_codepoints()
     if not points:
         return text
     box = "\u25a1" if 0x25A1 in points else "?"
-    return "".join(c if c.isspace() or ord(c) in points else box for c in text)
+    out: list[str] = []
+    last = None  # the script of the previous missing character, if the previous character was missing
+    for c in text:
+        if c.isspace() or ord(c) in points:
+            out.append(c)
+            last = None
+            continue
+        name = unicodedata.name(c, "")
+        script = name.split()[0].title() if name else None
+        if script is None:
+            out.append(box)
+        elif script != last:
+            out.append(f"<{script}>")
+        last = script
+    return "".join(out)
 
 
 def _new_axes(ax: Any = None, figsize: tuple[float, float] = (6.0, 4.0)) -> tuple[plt.Figure, Any]:
@@ -736,7 +755,7 @@ def plot_cos_hist(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
     ax.bar(edges[:-1], hist, width=_np.diff(edges), align="edge", color="#4c72b0", lw=0)
     ax.set_yscale("log")
     r = pos.random_mean_abs_cos
-    ax.axvspan(-r, r, color="#55a868", alpha=0.15, label=f"でたらめなベクトルの平均 |cos| = {r:.3f} の幅")
+    ax.axvspan(-r, r, color="#55a868", alpha=0.15, label=f"ランダムなベクトルの平均 |cos| = {r:.3f} の幅")
     c = pos.cls_pos0_cos
     if _np.isfinite(c):
         ax.axvline(c, color=CATEGORY_COLORS["[CLS]"], lw=1.4, ls="--", label=f"[CLS] と位置 0: {c:.2f}")
@@ -757,7 +776,7 @@ def plot_principal_angles(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
     k = _np.arange(1, len(a) + 1)
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     ax.plot(k, a, "o-", color="#4c72b0", label="単語 と 位置")
-    ax.plot(k, r, "s--", color="#999999", label="でたらめな部分空間どうし")
+    ax.plot(k, r, "s--", color="#999999", label="ランダムな部分空間どうし")
     ax.axhline(90, color="#c44e52", lw=0.8, ls=":")
     ax.set_ylim(max(0.0, float(min(a.min(), r.min())) - 10.0), 92.0)
     ax.set_xticks(k)
@@ -827,13 +846,14 @@ def plot_position_attention(A: Any, enc: Any, *, layer: int = 0, heads: Any = No
             continue
         h = heads[i]
         ax.imshow(A[h], cmap="magma", vmin=0, vmax=float(A[h].max()), interpolation="nearest")
-        ax.set_title(f"ヘッド {h}", fontsize=9)
+        ax.set_title(f"ヘッド {h}（最大 {A[h].max():.2f}）", fontsize=9)  # each panel is scaled to its own maximum
         ax.set_xticks([])
         ax.set_yticks([])
         ax.grid(False)
     fig.suptitle(f"位置ベクトルだけから計算した注意の重み（層 {layer}、縦: クエリの位置、横: キーの位置）", fontsize=10)
     fig.tight_layout()
-    return caption(fig, enc, note)
+    scale = "色の濃さはパネルごとに 0〜そのヘッドの最大の重み（括弧内）"
+    return caption(fig, enc, f"{note}。{scale}" if note else scale)
 
 
 def plot_position_head(A: Any, enc: Any, *, layer: int, head: int, max_offset: int = 8) -> plt.Figure:

@@ -205,8 +205,13 @@ def test_font_safe_replaces_only_what_the_font_lacks():
     exotic = "\u057f\u0915"  # Armenian tiwn, Devanagari ka: not in IPAexGothic
     assert not any(ord(c) in charmap for c in exotic), "pick characters the font lacks"
     out = plots.font_safe(f"##ing 日本 {exotic}")
-    assert out.startswith("##ing 日本 ") and len(out) == len(f"##ing 日本 {exotic}")
+    assert out == "##ing 日本 <Armenian><Devanagari>"  # each script named, so the reader knows what is missing
     assert all(ord(c) in charmap or c.isspace() for c in out)
+    thai = "\u0e01\u0e02"  # two Thai letters: one run, one name
+    assert not any(ord(c) in charmap for c in thai), "pick characters the font lacks"
+    assert plots.font_safe(f"##{thai} a{thai}") == "##<Thai> a<Thai>"
+    assert 0x10FFFD not in charmap
+    assert plots.font_safe("\U0010fffdx") in ("□x", "?x")  # a private-use character has no name: a box
 
 
 def test_plot_top_clusters_with_exotic_tokens_draws_without_glyph_warnings():

@@ -176,7 +176,7 @@ def _ex_11_4(answers, enc):
     return {"": (ok, True)}
 
 
-@reference("ex-11-5", Part(hint="FEATURES['月だけ'] を使い、n_draws・seed・relative を本文と同じにする"))
+@reference("ex-11-5", Part(hint="自己チェックのセルの weekday_ids を使い、n_draws・seed・relative を本文と同じにする"))
 def _ex_11_5(nstretch, ids, n_draws, seed):
     from mixlib.clusters import feature_null
 
@@ -186,7 +186,7 @@ def _ex_11_5(nstretch, ids, n_draws, seed):
 # ---------------------------------------------------------------- chapter 12
 
 
-@reference("ex-12-1", Part(hint="d = enc.d_model 次元の標準正規ベクトルを 2 組作り、行ごとのコサインの絶対値を平均する", rtol=0.05))
+@reference("ex-12-1", Part(hint="d = enc.d_head 次元の標準正規ベクトルを 2 組作り、行ごとのコサインの絶対値を平均する", rtol=0.05))
 def _ex_12_1(d):
     # E|cos| of two independent uniform directions in R^d: Γ(d/2) / (√π Γ((d+1)/2))
     return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
@@ -194,23 +194,24 @@ def _ex_12_1(d):
 
 @reference(
     "ex-12-2",
-    Part("トークン", hint="位置 0 の単位ベクトルと全単語の単位ベクトルの内積を取り、[CLS] を除いて最大のものを選ぶ（文字列で答える）"),
-    Part("位置", hint="[CLS] の単位ベクトルと全位置の内積を取り、位置 0 を除いて最大の位置"),
+    Part("トークン", hint="位置 0 の単位ベクトルと全単語の単位ベクトルの内積を取り、[CLS] と [SEP] を除いて最大のものを選ぶ（文字列で答える）"),
+    Part("位置", hint="[MASK] の単位ベクトルと全位置の単位ベクトルの内積を取り、最大の位置"),
 )
-def _ex_12_2(E, Pe, cls_id, tokenizer):
+def _ex_12_2(E, Pe, tokenizer):
     E, Pe = np.asarray(E, dtype=np.float64), np.asarray(Pe, dtype=np.float64)
+    mask_id = tokenizer.mask_token_id
     to_p0 = (E @ Pe[0]) / (np.linalg.norm(E, axis=1) * np.linalg.norm(Pe[0]))
-    to_cls = (Pe @ E[cls_id]) / (np.linalg.norm(Pe, axis=1) * np.linalg.norm(E[cls_id]))
-    to_p0[cls_id], to_cls[0] = -np.inf, -np.inf
-    return {"トークン": tokenizer.convert_ids_to_tokens(int(np.argmax(to_p0))), "位置": int(np.argmax(to_cls))}
+    to_mask = (Pe @ E[mask_id]) / (np.linalg.norm(Pe, axis=1) * np.linalg.norm(E[mask_id]))
+    to_p0[[tokenizer.cls_token_id, tokenizer.sep_token_id]] = -np.inf
+    return {"トークン": tokenizer.convert_ids_to_tokens(int(np.argmax(to_p0))), "位置": int(np.argmax(to_mask))}
 
 
-@reference("ex-12-3", Part(hint="相対位置 −1 は地図の対角線のすぐ下（offset=-1）。A_ln を使う"))
+@reference("ex-12-3", Part(hint="相対位置 +1 は地図の対角線のすぐ右上（キー = クエリ + 1）。A_ln を使う"))
 def _ex_12_3(A_ln):
     A = np.asarray(A_ln, dtype=np.float64)  # (H, n, n): query rows, key columns
     n = A.shape[1]
-    below = A[:, np.arange(1, n), np.arange(n - 1)]  # key = query - 1
-    return int(np.argmax(below.mean(axis=1)))
+    above = A[:, np.arange(n - 1), np.arange(1, n)]  # key = query + 1
+    return int(np.argmax(above.mean(axis=1)))
 
 
 @reference("ex-12-4", Part(hint="セグメントは token_type_embeddings のインデックス 1 の行（文 B）。ヘッドごとのスピアマン相関を長さ H の配列に", atol=1e-3))
@@ -230,12 +231,12 @@ def _ex_12_4(enc, E, Pe, ids, psi_word):
 
 @reference(
     "ex-12-5",
-    Part("a", hint="E と Pe の行の平均（axis=0）どうしのコサイン"),
-    Part("b", hint="中心化した位置ベクトルを、中心化した単語の第 1 主成分に射影し、二乗和を全体の二乗和で割る"),
+    Part("a", hint="E @ Pe.T の全要素の平均（float64 で）。E と Pe の行の平均どうしの内積と同じ値", rtol=1e-4),
+    Part("b", hint="中心化した位置ベクトルを、中心化した単語の上位 3 主成分に射影し、二乗和を全体の二乗和で割る"),
 )
 def _ex_12_5(E, Pe):
     E, Pe = np.asarray(E, dtype=np.float64), np.asarray(Pe, dtype=np.float64)
     mw, mp = E.mean(0), Pe.mean(0)
     Pc = Pe - mp
-    u1 = np.linalg.eigh(np.cov(E, rowvar=False))[1][:, -1]  # the words' first principal direction
-    return {"a": float(mw @ mp / (np.linalg.norm(mw) * np.linalg.norm(mp))), "b": float(((Pc @ u1) ** 2).sum() / (Pc**2).sum())}
+    U3 = np.linalg.eigh(np.cov(E, rowvar=False))[1][:, -3:]  # the words' top three principal directions (D, 3)
+    return {"a": float(mw @ mp), "b": float(((Pc @ U3) ** 2).sum() / (Pc**2).sum())}
