@@ -189,19 +189,30 @@ def test_bad_calls_say_what_to_pass(toy):
         ex.reference("ex-test-1")(lambda xs: 0.0)
 
 
-def _ln_shares(zs, gamma, beta, eps, unbiased=False):
+def _rms_shares(zs, gamma, eps, centre=False):
     import torch
 
     total = zs.sum(0)
-    s = torch.sqrt(total.var(unbiased=unbiased) + eps)
-    return (zs - zs.mean(dim=1, keepdim=True)) / s * gamma
+    r = torch.sqrt((total**2).mean() + eps)
+    z = zs - zs.mean(dim=1, keepdim=True) if centre else zs  # centre=True: LayerNorm's habit, wrong for RMSNorm
+    return z / r * gamma
+
+
+def _all_in_one(zs, gamma, eps):
+    """The whole output given to the first part: sums right, but is no split."""
+    import torch
+
+    out = torch.zeros_like(zs)
+    out[0] = torch.nn.functional.rms_norm(zs.sum(0), (zs.shape[1],), gamma, eps)
+    return out
 
 
 def test_chapter_checks_that_need_no_model(capsys):
     """ex-10-1 runs the student's function; ex-11-1 tests a vector; ex-12-1's exact value against simulation."""
-    assert ex.check_answer("ex-10-1", _ln_shares)
-    assert not ex.check_answer("ex-10-1", lambda *a: _ln_shares(*a, unbiased=True))
-    assert not ex.check_answer("ex-10-1", lambda zs, *a: zs)  # a wrong shape is a wrong answer, not an error
+    assert ex.check_answer("ex-10-1", _rms_shares)
+    assert not ex.check_answer("ex-10-1", lambda *a: _rms_shares(*a, centre=True))
+    assert not ex.check_answer("ex-10-1", _all_in_one)
+    assert not ex.check_answer("ex-10-1", lambda zs, *a: zs[:2])  # a wrong shape is a wrong answer, not an error
     assert ex.check_answer("ex-11-1", {"ψ": math.sqrt(5 / 6), "x": [2.0, 0.1, 1.0]})
     assert not ex.check_answer("ex-11-1", {"ψ": 0.9, "x": [0.0, 1.0, 0.0]})
     assert not ex.check_answer("ex-11-1", {"ψ": None, "x": [0.0, 0.0, 0.0]})

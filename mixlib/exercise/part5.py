@@ -34,19 +34,22 @@ def _given_array(answer: Any, shape: tuple[int, ...]) -> Any:
 # ---------------------------------------------------------------- chapter 10
 
 
-@reference("ex-10-1", Part(hint="形は (n, d)。分母 s は和から一度だけ、母分散（d で割る）+ ε で計算し、β は配らない", atol=1e-5), judge=True)
+@reference("ex-10-1", Part(hint="形は (n, d)。分母 r は和から一度だけ、二乗の平均（d で割る）+ ε の平方根で計算し、平均は引かない", atol=1e-5),
+           judge=True)
 def _ex_10_1(answers):
     import torch
 
-    ln_shares = answers[""]
+    rms_shares = answers[""]
     g = torch.Generator().manual_seed(1)
     zs = torch.randn(4, 16, generator=g, dtype=torch.float64) * 3
     gamma = torch.rand(16, generator=g, dtype=torch.float64) + 0.5
-    beta = torch.randn(16, generator=g, dtype=torch.float64)
-    out = ln_shares(zs, gamma, beta, 1e-12)
+    out = rms_shares(zs, gamma, 1e-12)
     shares = _given_array(out, (4, 16))
-    given = None if shares is None else shares.sum(0) + beta.numpy()
-    return {"": (given, torch.nn.functional.layer_norm(zs.sum(0), (16,), gamma, beta, 1e-12).numpy())}
+    total = zs.sum(0)
+    # each share, not only their sum: [RMSNorm(Σz), 0, 0, 0] sums right but is no split
+    expected = zs / torch.sqrt((total**2).mean() + 1e-12) * gamma
+    assert torch.allclose(expected.sum(0), torch.nn.functional.rms_norm(total, (16,), gamma, 1e-12))
+    return {"": (shares, expected.numpy())}
 
 
 @reference("ex-10-2", Part(hint="形 (L, B, N) の m.norm_mix と m.norm_keep だけで書ける（層正規化の前の量）", atol=1e-5), judge=True)
