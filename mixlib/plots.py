@@ -205,7 +205,7 @@ def draw_layer_diagram(ax: Any = None) -> plt.Figure:
         box(x, 0.6, 0.9, 0.7, lab, fc, fontsize=13)
     ax.text(0.05, 0.6, "入力", ha="left", va="center", fontsize=8.5, color="#444444")
     # attention
-    box(4.4, 3.2, 6.2, 1.2, "注意機構 (attention)\n" + r"$y^{\mathrm{attn}}_j=\sum_i f_j(x_i)$", "#fde9e1", fontsize=10)
+    box(4.4, 3.2, 6.2, 1.2, "注意機構 (attention)\n" + r"$y^{\mathrm{attn}}_j=\sum_i f_j(x_i)+b_O$", "#fde9e1", fontsize=10)
     for x, lab in zip(xs, labels):
         if lab == r"$\cdots$":
             continue
