@@ -189,7 +189,7 @@ def _ex_11_5(nstretch, ids, n_draws, seed):
 # ---------------------------------------------------------------- chapter 12
 
 
-@reference("ex-12-1", Part(hint="d = enc.d_head 次元の標準正規ベクトルを 2 組作り、行ごとのコサインの絶対値を平均する", rtol=0.05))
+@reference("ex-12-1", Part(hint="d = enc.d_head 次元の標準正規ベクトルを 2 組（200,000 組）作り、行ごとのコサインの絶対値を平均する", rtol=0.005))
 def _ex_12_1(d):
     # E|cos| of two independent uniform directions in R^d: Γ(d/2) / (√π Γ((d+1)/2))
     return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
