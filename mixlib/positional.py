@@ -30,6 +30,7 @@ __all__ = [
     "centred_overlap",
     "percentile_of",
     "random_orthonormal",
+    "random_abs_cos",
     "real_input",
     "input_std",
     "position_std",
@@ -98,10 +99,9 @@ class Positional:
 
     @property
     def random_mean_abs_cos(self) -> float:
-        """Mean ``|cos|`` of two independent isotropic random vectors in ``R^D``
-        (``Gamma(D/2) / (sqrt(pi) Gamma((D+1)/2))``, about ``sqrt(2 / (pi D))``): the "unrelated" reference."""
-        D = self.d_model
-        return float(math.exp(math.lgamma(D / 2) - math.lgamma((D + 1) / 2)) / math.sqrt(math.pi))
+        """Mean ``|cos|`` of two independent isotropic random vectors in ``R^D``: the "unrelated" reference
+        (:func:`random_abs_cos` of ``d_model``)."""
+        return random_abs_cos(self.d_model)
 
 
 def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
@@ -497,6 +497,18 @@ def percentile_of(value: float, null: np.ndarray) -> float:
     if null.size == 0:
         raise ValueError("the null distribution is empty; draw at least one sample.")
     return float(100.0 * ((null < value).sum() + 0.5 * (null == value).sum()) / null.size)
+
+
+def random_abs_cos(d: int) -> float:
+    """Mean ``|cos|`` of two independent isotropic random directions in ``R^d`` (exact).
+
+    ``Gamma(d/2) / (sqrt(pi) Gamma((d+1)/2))``, about ``sqrt(2 / (pi d))`` for large ``d``
+    (larger by a factor of about ``1 + 1/(4d)``). It is also the mean ``|cos|`` between a
+    random direction and any fixed one.
+    """
+    if not isinstance(d, (int, np.integer)) or isinstance(d, bool) or d < 2:
+        raise ValueError(f"d must be an integer of at least 2 (a dimension); got {d!r}.")
+    return float(math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi))
 
 
 def random_orthonormal(D: int, k: int, rng: np.random.Generator) -> np.ndarray:

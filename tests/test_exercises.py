@@ -209,7 +209,12 @@ def _all_in_one(zs, gamma, eps):
 
 def test_chapter_checks_that_need_no_model(capsys):
     """ex-10-1 runs the student's function; ex-11-1 tests a vector; ex-12-1's exact value against simulation."""
+    import torch
+
     assert ex.check_answer("ex-10-1", _rms_shares)
+    zs, gamma = torch.randn(4, 16, dtype=torch.float64), torch.rand(16, dtype=torch.float64) + 0.5
+    torch.testing.assert_close(_rms_shares(zs, gamma, 1e-12).sum(0),  # the split sums to torch's own RMSNorm
+                               torch.nn.functional.rms_norm(zs.sum(0), (16,), gamma, 1e-12))
     assert not ex.check_answer("ex-10-1", lambda *a: _rms_shares(*a, centre=True))
     assert not ex.check_answer("ex-10-1", _all_in_one)
     assert not ex.check_answer("ex-10-1", lambda zs, *a: zs[:2])  # a wrong shape is a wrong answer, not an error

@@ -105,6 +105,19 @@ def test_random_mean_abs_cos_reference(small_pos):
     a, b = rng.standard_normal((2, 200_000, D))
     mc = np.mean(np.abs((a * b).sum(1)) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)))
     assert small_pos.random_mean_abs_cos == pytest.approx(mc, rel=0.01)
+    assert small_pos.random_mean_abs_cos == mixlib.positional.random_abs_cos(D)
+
+
+def test_random_abs_cos_exact_and_its_approximation():
+    from mixlib.positional import random_abs_cos
+
+    assert random_abs_cos(2) == pytest.approx(2 / np.pi)  # E|cos θ| for a uniform angle on the circle
+    assert random_abs_cos(3) == pytest.approx(0.5)  # |cos| is uniform on [0, 1] on the sphere
+    for d in (32, 384):
+        assert random_abs_cos(d) / np.sqrt(2 / (np.pi * d)) - 1 == pytest.approx(1 / (4 * d), rel=0.05)
+    for bad in (1, 0, 3.5, True):
+        with pytest.raises(ValueError, match="d must be an integer"):
+            random_abs_cos(bad)
 
 
 def test_positional_bad_input(small_enc):
