@@ -17,8 +17,12 @@ STAMP := $(VENV)/.mixbook-installed
 # offline). Fetched with npm into a git-ignored folder; see .ci/fetch_vendor.sh.
 MATHJAX_VERSION := 3.2.2
 HTML_MANAGER_VERSION := 1.0.15
+# the kernel-free charts (mixlib.interactive): vega-lite as Altair 6.3 writes it (altair.vegalite.v6.display), vega 6 and vega-embed 7 (the newest)
+VEGA_VERSION := 6.4.0
+VEGA_LITE_VERSION := 6.4.1
+VEGA_EMBED_VERSION := 7.3.0
 VENDOR := book/_static/vendor
-VENDOR_STAMP := $(VENDOR)/.stamp-$(MATHJAX_VERSION)-$(HTML_MANAGER_VERSION)
+VENDOR_STAMP := $(VENDOR)/.stamp-$(MATHJAX_VERSION)-$(HTML_MANAGER_VERSION)-$(VEGA_VERSION)-$(VEGA_LITE_VERSION)-$(VEGA_EMBED_VERSION)
 
 BUILD_LOG := _build/build.log
 # pytest workers; 2 = this machine's cores (override: make test PYTEST_WORKERS=0 for no xdist)
@@ -38,11 +42,11 @@ help:
 	@echo "make test-colab  a replica of Colab's runtime: its install cell must replace nothing; then the chapters there"
 	@echo "make test-py313  the unit tests on Python 3.13 (Colab's) without torch (what needs it is listed); PY313_TORCH=1: with torch too"
 	@echo "make bench       run benchmarks/*.py (prints speed ratios)"
-	@echo "make site-check  open every built page in headless Chromium (after make book)"
+	@echo "make site-check  open every built page in headless Chromium and move every chart's controls (after make book)"
 	@echo "make clean       remove _build/ and the execution cache (.jupyter_cache/)"
 	@echo "make clean-cache remove only the execution cache (after changing mixlib/ or data/)"
 	@echo "make env         only create .venv and install requirements.txt + mixlib"
-	@echo "make vendor      only fetch MathJax and the ipywidgets HTML manager into book/_static/vendor/"
+	@echo "make vendor      only fetch MathJax, the ipywidgets HTML manager and vega into book/_static/vendor/"
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -55,7 +59,7 @@ $(STAMP): requirements.txt pyproject.toml | $(PY)
 env: $(STAMP)
 
 $(VENDOR_STAMP):
-	bash .ci/fetch_vendor.sh $(VENDOR) $(MATHJAX_VERSION) $(HTML_MANAGER_VERSION)
+	bash .ci/fetch_vendor.sh $(VENDOR) $(MATHJAX_VERSION) $(HTML_MANAGER_VERSION) $(VEGA_VERSION) $(VEGA_LITE_VERSION) $(VEGA_EMBED_VERSION)
 	touch $@
 
 vendor: $(VENDOR_STAMP)
@@ -141,8 +145,12 @@ bench: env
 	if [ $${#files[@]} -eq 0 ]; then echo "no benchmarks/*.py yet"; exit 0; fi; \
 	for f in "$${files[@]}"; do echo "== $$f"; $(PY) "$$f"; done
 
-site-check: env
-	$(PY) .ci/check_site.py _build/html --screenshots _build/screenshots
+# check_site: every page loads, links, images, math, saved widgets; check_charts (Playwright): every control of
+# every kernel-free chart moves and shows Python's numbers, no dead widget, chart data within 2 MB per page.
+site-check: env vendor
+	@rc=0; $(PY) .ci/check_site.py _build/html --screenshots _build/screenshots || rc=$$?; \
+	$(PY) .ci/check_charts.py _build/html --screenshots _build/screenshots || rc=$$?; \
+	exit $$rc
 
 clean:
 	rm -rf _build .jupyter_cache

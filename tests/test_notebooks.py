@@ -6,7 +6,8 @@ and ``HF_HUB_OFFLINE=1`` (the packaged model, no network). Besides "no cell
 raised", the executed notebook must show what a reader of the static book sees:
 no "Glyph ... missing from font" warning, at least one figure in a written
 chapter, and every widget preceded by a static figure and saved in the
-notebook's widget state. The chapters whose self-checks go through
+notebook's widget state; in chapters 8 and 10-12 every widget is in a cell tagged needs-kernel and
+at least one kernel-free chart (mixlib.interactive) shows. The chapters whose self-checks go through
 ``mixlib.exercise.check_answer`` run with every exercise's hidden solution
 filled in, and each check must say 正解 (the book builds them unanswered).
 
@@ -36,7 +37,9 @@ import nbexec_fix  # noqa: E402
 from exercise_cells import check_cells, with_solutions  # noqa: E402
 from test_exercises import CHECKED  # noqa: E402
 
+from mixlib._mystnb import VEGALITE_MIME  # noqa: E402
 from mixlib.exercise import exercises  # noqa: E402
+from mixlib.interactive import NEEDS_KERNEL_TAG  # noqa: E402
 
 nbexec_fix.install()
 NB_DIR = ROOT / "notebooks"
@@ -44,6 +47,9 @@ NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
 #: seconds any single cell may take in fast mode before the test fails (a hang, not a slow cell)
 CELL_TIMEOUT = 300
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: Chapters whose explorers have kernel-free charts (mixlib.interactive): a widget left there must be in a cell
+#: tagged needs-kernel (the site shows one line instead of dead controls). Parts I-IV follow in a later issue.
+KERNEL_FREE = {"08_bert", "10_mixing", "11_norm_stretch", "12_positional"}
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #: what matplotlib warns when a glyph is missing ("Glyph 8722 (...) missing from font(s) IPAexGothic.")
 FONT_WARNING = "missing from font"
@@ -90,6 +96,7 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch):
     placeholder = "PLACEHOLDER" in path.read_text(encoding="utf-8")
 
     images_so_far = 0
+    charts = 0
     widget_models: list[str] = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
@@ -106,11 +113,24 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch):
                     "(the static book must show the widget's default state as a normal figure)"
                 )
                 widget_models.append(data[WIDGET_VIEW]["model_id"])
+                if path.stem in KERNEL_FREE:
+                    assert NEEDS_KERNEL_TAG in cell.metadata.get("tags", []), (
+                        f"{path.name} cell {i} shows a widget in a cell not tagged {NEEDS_KERNEL_TAG!r}: on the site its "
+                        "controls would be dead (make a kernel-free chart with mixlib.interactive, or tag the cell)")
+            vega = [k for k in data if VEGALITE_MIME.match(k)]
+            if vega:
+                # a moving chart: Altair's own display for Jupyter / Colab, and a specification with bound controls
+                charts += 1
+                spec = data[vega[0]]
+                assert "text/html" in data, f"{path.name} cell {i}: a chart without Altair's own display"
+                assert any("bind" in p for p in spec.get("params", [])), f"{path.name} cell {i}: a chart without controls"
             if "image/png" in data or "image/svg+xml" in data:
                 images_so_far += 1
 
     if not placeholder:
         assert images_so_far > 0, f"{path.name} draws no figure"
+    if path.stem in KERNEL_FREE:
+        assert charts > 0, f"{path.name} shows no kernel-free chart"
     if path.stem in CHECKED:
         # The chapter ran with every exercise's hidden solution filled in: each check must say 正解 for every part.
         parts = exercises()

@@ -1,0 +1,230 @@
+"""Move every control of every kernel-free chart on the built site, in a real browser, and check what is drawn.
+
+Serves the built site on 127.0.0.1 and opens, with Playwright for Python driving
+Debian's Chromium (``/usr/bin/chromium``; no browser is downloaded), every page
+that holds a chart of :mod:`mixlib.interactive` (``div.mixbook-vega``). On each page:
+
+* every chart is drawn by the site's own vega (no request leaves 127.0.0.1), with
+  no console error, and the page has no dead widget (no
+  ``jupyter-widgets-disconnected`` element, no widget view script left unrendered);
+* every bound control (dropdown, slider, checkbox) is moved to another value, and
+  the chart's parameter follows it;
+* after each move the chart shows the numbers Python computed for that state: the
+  expected text is computed here from the specification embedded in the page with
+  :func:`mixlib.interactive.mixing_state` / :func:`~mixlib.interactive.context_state`
+  (the unit tests check that those equal mixlib's results), and must appear in the
+  drawn SVG;
+* the size of each chapter page and of the chart data it embeds is printed, and a
+  page whose charts embed more than ``--budget-mb`` (2 MB) fails.
+
+A screenshot of each chart page, after its controls were moved, goes to ``--screenshots``.
+
+Usage::
+
+    python .ci/check_charts.py _build/html --screenshots _build/screenshots
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import http.server
+import json
+import sys
+import threading
+from pathlib import Path
+
+from mixlib import interactive
+
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _serve(root: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # noqa: D401 - silence the access log
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def _fmt1(x: float) -> str:
+    """JavaScript-like format(x, '.1f') for the values checked here (no half-way cases matter at 0.1)."""
+    return f"{x:.1f}"
+
+
+def expected_text(spec: dict, state: dict) -> str:
+    """The text a chart of the given kind must show in ``state`` (computed from the embedded data)."""
+    kind = spec.get("usermeta", {}).get("mixbook", {}).get("kind")
+    if kind == "mixing":
+        s = interactive.mixing_state(spec, example=int(state["example"]), layer=int(state["layer"]),
+                                     masked=bool(state.get("masked", True)))
+        vals = [v for v in s["ratio"] if v is not None]
+        return f"層 {int(state['layer'])}：{len(vals)} トークンの混ぜる割合の平均 {_fmt1(sum(vals) / len(vals))}%"
+    if kind == "context":
+        s = interactive.context_state(spec, example=int(state["example"]), layer=int(state["layer"]), token=int(state["token"]))
+        return f"層 {int(state['layer'])}：位置 {s['j']} のトークン「{s['token'][s['j']]}」はどこから情報を受け取るか"
+    if kind == "position_head":
+        s = interactive.position_head_state(spec, layer=int(state["layer"]), head=int(state["head"]), layernorm=bool(state["layernorm"]))
+        # the heaviest offset (first in offset order among equal maxima, as the chart's window sorts)
+        i = max(range(len(s["profile"])), key=lambda k: (s["profile"][k], -k))
+        ln = "（層正規化あり）" if state["layernorm"] else "（層正規化なし）"
+        off = f"{s['offsets'][i]:+d}".replace("-", "\u2212")  # d3-format writes a minus sign, not a hyphen
+        return (f"層 {int(state['layer'])}・ヘッド {int(state['head'])}{ln}：もっとも重い相対位置 {off}"
+                f"（平均の重み {s['profile'][i]:.3f}）")
+    if kind == "head":
+        s = interactive.head_state(spec, layer=int(state["layer"]), head=int(state["head"]))
+        return f"層 {int(state['layer'])}・ヘッド {int(state['head'])}：ψ が最大のクラスタ #{s['c'][0]}（{s['typ'][0]}、{s['psi'][0]:.3f}）"
+    if kind == "token":
+        s = interactive.token_state(spec, token=state["token"])
+        flat = s["psi"].ravel()
+        i = int(flat.argmax())  # the first maximum in layer-major order, as the chart's window sorts
+        H = s["psi"].shape[1]
+        return (f"トークン「{state['token']}」（クラスタ #{s['c']}・{s['typ']}）：ψ が最大のヘッドは 層 {s['layers'][i // H]}・"
+                f"ヘッド {i % H}（{flat[i]:.3f}）")
+    if kind == "fill_mask":
+        model = spec["usermeta"]["mixbook"]["models"][0]
+        s = interactive.fill_mask_state(spec, sentence=int(state["sentence"]))[model]
+        return f"{model} の 1 位：{s['tok'][0]}（{s['p'][0]:.3f}）"
+    raise ValueError(f"unknown chart kind {kind!r} (usermeta.mixbook.kind)")
+
+
+def _other_value(control: dict, current):
+    """A value of the control different from ``current`` (the last option / the far end / the opposite)."""
+    if control["type"] == "checkbox":
+        return not current
+    if control["type"] == "select":
+        options = control["options"]
+        return options[-1] if current != options[-1] else options[0]
+    if control["type"] == "range":
+        lo, hi = control["min"], control["max"]
+        return hi if current != hi else lo
+    raise ValueError(control)
+
+
+JS_STATE = """(box) => {
+  const v = box.querySelector('.mixbook-vega-view').__vegaView;
+  const spec = JSON.parse(box.querySelector('script.mixbook-vega-spec').textContent);
+  const out = {};
+  for (const p of spec.params || []) if (p.bind) out[p.name] = v.signal(p.name);
+  return out;
+}"""
+
+JS_TEXT = """(box) => Array.from(box.querySelectorAll('svg text')).map(t => t.textContent).join('\\n')"""
+
+
+def check_page(page, url: str, shot: Path | None) -> tuple[list[str], int]:
+    problems: list[str] = []
+    errors: list[str] = []
+    outside: list[str] = []
+    failed_urls: list[str] = []
+    # a failed resource is reported with its address below (the console's own line has none); the favicon is
+    # asked for by the browser unprompted
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and not m.text.startswith("Failed to load resource")
+            else None)
+    page.on("response", lambda r: failed_urls.append(f"{r.status} {r.url}") if r.status >= 400 and not r.url.endswith("/favicon.ico")
+            else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(url.split("/notebooks")[0]) and not r.url.startswith("data:") else None)
+    page.goto(url, wait_until="load")
+    boxes = page.locator("div.mixbook-vega")
+    n = boxes.count()
+    try:
+        page.wait_for_function("() => Array.from(document.querySelectorAll('div.mixbook-vega'))"
+                               ".every(b => b.dataset.state === 'ready' || b.dataset.state === 'error')", timeout=60_000)
+    except Exception as err:  # noqa: BLE001 - report, do not crash
+        problems.append(f"charts not drawn within 60 s: {err}")
+        return problems, n
+    data_bytes = 0
+    for i in range(n):
+        box = boxes.nth(i)
+        if box.get_attribute("data-state") != "ready":
+            problems.append(f"chart {i}: {box.inner_text()[:200]}")
+            continue
+        spec = json.loads(box.locator("script.mixbook-vega-spec").text_content())
+        data_bytes += sum(len(json.dumps(d)) for d in interactive._all_data(spec))
+        controls = {p["name"]: {"type": p["bind"].get("input"), **p["bind"]} for p in spec.get("params", []) if "bind" in p}
+        state = box.evaluate(JS_STATE)
+        want = expected_text(spec, state)
+        if want not in box.evaluate(JS_TEXT):
+            problems.append(f"chart {i}: initial state {state}: '{want}' not drawn")
+        for name, control in controls.items():
+            new = _other_value(control, state[name])
+            el = box.locator(f".vega-bind-name:text-is('{control.get('name', name)}')").locator("..").locator("input, select").first
+            if control["type"] == "checkbox":
+                el.click()
+            elif control["type"] == "select":
+                el.select_option(index=control["options"].index(new))
+            else:  # range: set the slider's value and fire what a user's drag fires
+                el.evaluate("(e, v) => { e.value = v; e.dispatchEvent(new Event('input', {bubbles: true}));"
+                            " e.dispatchEvent(new Event('change', {bubbles: true})); }", str(new))
+            page.wait_for_timeout(300)
+            state = box.evaluate(JS_STATE)
+            if state[name] != new:
+                problems.append(f"chart {i}: control {name!r} moved to {new!r} but the chart's parameter is {state[name]!r}")
+                continue
+            want = expected_text(spec, state)
+            if want not in box.evaluate(JS_TEXT):
+                problems.append(f"chart {i}: after moving {name!r} to {new!r} (state {state}): '{want}' not drawn")
+    if page.locator(".jupyter-widgets-disconnected").count():
+        problems.append("a dead (disconnected) widget is on the page")
+    if page.locator("script[type='application/vnd.jupyter.widget-view+json']").count() and not page.locator(".jupyter-widgets").count():
+        problems.append("a saved widget view is on the page but was not rendered")
+    if errors:
+        problems.append(f"console errors: {errors[:3]}")
+    if failed_urls:
+        problems.append(f"failed requests: {failed_urls[:3]}")
+    if outside:
+        problems.append(f"requests that leave the site: {sorted(set(outside))[:3]}")
+    if shot is not None:
+        page.screenshot(path=str(shot), full_page=True)
+    return problems, data_bytes
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("site", type=Path)
+    ap.add_argument("--screenshots", type=Path)
+    ap.add_argument("--budget-mb", type=float, default=2.0, help="most chart data one page may embed (MB)")
+    args = ap.parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    pages = sorted(p for p in (args.site / "notebooks").glob("*.html"))
+    chart_pages = [p for p in pages if "mixbook-vega" in p.read_text(encoding="utf-8")]
+    server, base = _serve(args.site)
+    failed = False
+    if args.screenshots:
+        args.screenshots.mkdir(parents=True, exist_ok=True)
+    print(f"{'page':32} {'page MB':>8} {'chart data MB':>14}  charts")
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            for path in pages:
+                size = path.stat().st_size / 1e6
+                if path not in chart_pages:
+                    print(f"{path.name:32} {size:8.2f} {'-':>14}  0")
+                    continue
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                shot = args.screenshots / f"chart_{path.stem}.png" if args.screenshots else None
+                problems, data_bytes = check_page(page, f"{base}/notebooks/{path.name}", shot)
+                n = path.read_text(encoding="utf-8").count('class="mixbook-vega"')
+                print(f"{path.name:32} {size:8.2f} {data_bytes / 1e6:14.2f}  {n}")
+                if data_bytes / 1e6 > args.budget_mb:
+                    problems.append(f"its charts embed {data_bytes / 1e6:.2f} MB, over the {args.budget_mb} MB budget")
+                for p in problems:
+                    print(f"  FAIL {path.name}: {p}")
+                failed |= bool(problems)
+                page.close()
+            browser.close()
+    finally:
+        server.shutdown()
+    if not chart_pages:
+        print("no page holds a chart (div.mixbook-vega): nothing was checked")
+        return 1
+    print("charts: " + ("FAILED" if failed else f"every control of every chart moved and showed Python's numbers ({len(chart_pages)} pages)"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

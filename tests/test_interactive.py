@@ -1,0 +1,250 @@
+"""Tests for mixlib.interactive (kernel-free charts) and mixlib._mystnb (how the site shows them).
+
+The numbers a chart moves through are the ones mixlib computed: for several
+states of each chart, the embedded data (what the browser receives) is
+compared with an independent reading of the analysis result. The browser side
+(controls move, the drawn values follow) is checked on the built site by
+``.ci/check_charts.py`` (``make site-check``).
+"""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import entry_points
+
+import numpy as np
+import pytest
+
+import mixlib
+from mixlib import _mystnb, interactive
+
+TEXTS = [("the cat sat on the mat .", "it was warm , and the dog slept ."),
+         ("a bank lends money to people who need it .", "rivers have banks too , but they lend nothing ."),
+         ("one short sentence !", "and a second .")]
+
+
+@pytest.fixture(scope="module")
+def mixings(tiny_enc):
+    masked = mixlib.decompose(tiny_enc, mixlib.mask_tokens(tiny_enc, TEXTS, rate=0.3, seed=1), vectors=False, progress=False)
+    plain = mixlib.decompose(tiny_enc, TEXTS, vectors=False, progress=False)
+    return masked, plain
+
+
+@pytest.fixture(scope="module")
+def maps(tiny_enc):
+    return mixlib.context_maps(tiny_enc, mixlib.mask_tokens(tiny_enc, TEXTS, rate=0.3, seed=1))
+
+
+def test_token_key_round_trip():
+    for pos, cat, tok in [(0, "[CLS]", "[CLS]"), (12, "句読点", "|"), (3, "その他", "a|b")]:
+        assert interactive.split_token_key(interactive.token_key(pos, cat, tok)) == (pos, cat, tok)
+
+
+def test_mixing_chart_embeds_what_decompose_computed(tiny_enc, mixings):
+    m, plain = mixings
+    chart = interactive.mixing_chart(m, tiny_enc, plain=plain, examples=3, rate=0.3)
+    spec = chart.to_dict()
+    assert {p["name"] for p in spec["params"]} == {"example", "layer", "masked"}
+    for e, layer, masked in [(0, 0, True), (1, 1, True), (2, 1, False), (1, 0, False)]:
+        res = m if masked else plain
+        state = interactive.mixing_state(chart, example=e, layer=layer, masked=masked)
+        real = np.nonzero(res.real[e].numpy())[0]
+        r = res.row(layer)
+        assert state["token"] == list(res.tokens(e))
+        # embedded with 2 decimals (norms) and 1 decimal (ratio in percent)
+        np.testing.assert_allclose(state["ratio"], 100 * res.ratio[r, e].numpy()[real], atol=0.051)
+        np.testing.assert_allclose(state["mix"], res.norm_mix_ln[r, e].numpy()[real], atol=0.0051)
+        np.testing.assert_allclose(state["attn"], res.norm_keep_attn_ln[r, e].numpy()[real], atol=0.0051)
+        np.testing.assert_allclose(state["res"], res.norm_res_ln[r, e].numpy()[real], atol=0.0051)
+    # the masked and the plain run differ somewhere (the checkbox changes what is drawn)
+    a = interactive.mixing_state(chart, example=0, layer=1, masked=True)["token"]
+    b = interactive.mixing_state(chart, example=0, layer=1, masked=False)["token"]
+    assert "[MASK]" in a and "[MASK]" not in b
+
+
+def test_mixing_chart_without_plain_has_no_checkbox_and_checks_its_arguments(tiny_enc, mixings):
+    m, plain = mixings
+    chart = interactive.mixing_chart(m, tiny_enc, examples=2, layer=0, example=1)
+    params = {p["name"]: p for p in chart.to_dict()["params"]}
+    assert set(params) == {"example", "layer"} and params["example"]["value"] == 1 and params["layer"]["value"] == 0
+    assert len(params["example"]["bind"]["options"]) == 2
+    with pytest.raises(ValueError, match="out of range"):
+        interactive.mixing_chart(m, tiny_enc, examples=2, example=2)
+    with pytest.raises(ValueError, match="was not analysed"):
+        interactive.mixing_chart(m, tiny_enc, layer=7)
+    with pytest.raises(ValueError, match="positive int"):
+        interactive.mixing_chart(m, tiny_enc, examples=0)
+    short = mixlib.decompose(tiny_enc, TEXTS[:1], layers=[0], vectors=False, progress=False)
+    with pytest.raises(ValueError, match="same texts with the same layers"):
+        interactive.mixing_chart(m, tiny_enc, plain=short)
+
+
+def test_context_chart_embeds_each_maps_row_as_shares(tiny_enc, maps):
+    chart = interactive.context_chart(maps, tiny_enc, examples=3, token=2)
+    names = list(interactive.CONTEXT_MEASURES)
+    for e, layer, token in [(0, 0, 0), (1, 1, 5), (2, 1, 3), (2, 0, 200)]:
+        state = interactive.context_state(chart, example=e, layer=layer, token=token)
+        n = len(maps.token_strings[e])
+        assert state["j"] == min(token, n - 1)  # past the end: the last token
+        assert state["token"] == list(maps.token_strings[e])
+        for name in names:
+            row = maps.map(name, layer, e)[state["j"]].astype(float)
+            np.testing.assert_allclose(state["shares"][name], row / row.sum(), atol=5.1e-4)
+    spec = chart.to_dict()
+    slider = next(p for p in spec["params"] if p["name"] == "token")
+    assert slider["bind"]["max"] == max(len(t) for t in maps.token_strings) - 1
+    with pytest.raises(ValueError, match="not in these maps"):
+        interactive.context_chart(maps, tiny_enc, measures=["nope"])
+
+
+def test_position_head_chart_embeds_position_attention(tiny_enc):
+    from mixlib.plots import attention_by_offset
+    from mixlib.positional import position_attention
+
+    chart = interactive.position_head_chart(tiny_enc, n=12, max_offset=3, layer=1, head=2)
+    params = {p["name"]: p["value"] for p in chart.to_dict()["params"]}
+    assert params == {"layer": 1, "head": 2, "layernorm": True}
+    for layer, head, ln in [(0, 0, True), (1, 3, False), (1, 2, True)]:
+        state = interactive.position_head_state(chart, layer=layer, head=head, layernorm=ln)
+        A = position_attention(tiny_enc, layer=layer, n=12, layernorm=ln)[head]
+        np.testing.assert_allclose(state["map"], A, atol=5.1e-4)
+        prof = attention_by_offset(A, 3)["weight"]
+        assert state["offsets"] == list(prof.index)
+        np.testing.assert_allclose(state["profile"], prof.to_numpy(), atol=5.1e-4)
+    for bad in ({"n": 1}, {"max_offset": 12}, {"layer": 5}, {"head": 9}):
+        with pytest.raises(ValueError):
+            interactive.position_head_chart(tiny_enc, **{"n": 12, "max_offset": 3, **bad})
+
+
+@pytest.fixture(scope="module")
+def stretch_and_clusters(tiny_enc):
+    st = mixlib.norm_stretch(tiny_enc)
+    cl = mixlib.cluster_vocab(tiny_enc, k=8, seed=0, cache=False)
+    return st, cl, mixlib.cluster_stretch(st, cl)
+
+
+def test_head_chart_embeds_top_clusters_of_every_head(tiny_enc, stretch_and_clusters):
+    st, cl, cs = stretch_and_clusters
+    chart = interactive.head_chart(cs, cl, tiny_enc, layers=st.layers, top=5, layer=1, head=2, n=4)
+    params = {p["name"]: p["value"] for p in chart.to_dict()["params"]}
+    assert params == {"layer": 1, "head": 2, "top": 4}
+    for layer, head in [(0, 0), (1, 2), (1, 3)]:
+        state = interactive.head_state(chart, layer=layer, head=head)
+        t = mixlib.top_clusters(cs, cl, st.layers.index(layer), head, n=5)
+        assert state["c"] == t["cluster"].tolist() and state["typ"] == t["type"].tolist()
+        np.testing.assert_allclose(state["psi"], t["psi"], atol=5.1e-4)
+        assert all(lab.startswith(f"#{c}: ") for lab, c in zip(state["lab"], state["c"]))
+        assert state["lab"][0][len(f"#{state['c'][0]}: "):].rstrip("…") in mixlib.plots.font_safe(t["tokens"].iloc[0])
+    with pytest.raises(ValueError, match=r"\(L, H, K\)"):
+        interactive.head_chart(cs[0], cl, tiny_enc)
+    with pytest.raises(ValueError, match="not among the analysed layers"):
+        interactive.head_chart(cs, cl, tiny_enc, layer=4)
+
+
+def test_token_chart_embeds_each_tokens_psi(tiny_enc, stretch_and_clusters):
+    st, cl, _ = stretch_and_clusters
+    chart = interactive.token_chart(st, cl, tiny_enc, tokens=["january", "the", "notaword123", "##ing"], token="the")
+    spec = chart.to_dict()
+    (param,) = spec["params"]
+    assert param["value"] == "the" and param["bind"]["options"] == ["january", "the", "##ing"]  # not in the vocabulary: left out
+    for tok in ("january", "##ing"):
+        state = interactive.token_state(chart, token=tok)
+        tid = tiny_enc.tokenizer.convert_tokens_to_ids(tok)
+        assert state["c"] == int(cl.labels[tid]) and state["typ"] == str(cl.cluster_types[state["c"]])
+        np.testing.assert_allclose(state["psi"], st.psi_qkv[:, :, tid], atol=5.1e-4)
+    first = interactive.token_chart(st, cl, tiny_enc, tokens=["the"], token="january").to_dict()["params"][0]
+    assert first["value"] == "january" and first["bind"]["options"] == ["january", "the"]
+    with pytest.raises(ValueError, match="not one vocabulary entry"):
+        interactive.token_chart(st, cl, tiny_enc, tokens=["the"], token="notaword123")
+    with pytest.raises(ValueError, match="none of the tokens"):
+        interactive.token_chart(st, cl, tiny_enc, tokens=["notaword123"])
+
+
+def test_fill_mask_chart_embeds_every_models_top_k():
+    import pandas as pd
+
+    def fake(scale):  # a deterministic "model": candidates depend on the text
+        def fill(text, k):
+            toks = [f"{w}{scale}" for w in text.split()][:k]
+            p = np.linspace(0.5, 0.1, len(toks)) / scale
+            return [pd.DataFrame({"rank": range(1, len(toks) + 1), "token": toks, "prob": p})]
+        return fill
+
+    texts = ["the [MASK] sat on a mat with a hat", "a b [MASK] d e f g h i j k"]
+    chart = interactive.fill_mask_chart({"A": fake(1), "B": fake(2)}, texts, text="x [MASK] y", k=3, k_max=4)
+    spec = chart.to_dict()
+    assert spec["usermeta"]["mixbook"]["texts"] == ["x [MASK] y", *texts]  # the initial text is offered first
+    for s, t in enumerate(spec["usermeta"]["mixbook"]["texts"]):
+        state = interactive.fill_mask_state(chart, sentence=s)
+        for name, scale in (("A", 1), ("B", 2)):
+            want = fake(scale)(t, 4)[0]
+            assert state[name]["tok"] == want["token"].tolist() and state[name]["r"] == want["rank"].tolist()
+            np.testing.assert_allclose(state[name]["p"], want["prob"], atol=5.1e-5)
+    with pytest.raises(ValueError, match="has no \\[MASK\\]"):
+        interactive.fill_mask_chart({"A": fake(1)}, ["no blank here"])
+    with pytest.raises(ValueError, match="between 1 and 4"):
+        interactive.fill_mask_chart({"A": fake(1)}, texts, k=5, k_max=4)
+    with pytest.raises(ValueError, match="fillers is empty"):
+        interactive.fill_mask_chart({}, texts)
+
+
+def test_figure_displays_for_jupyter_and_for_the_site(tiny_enc, mixings):
+    fig = interactive.mixing_chart(mixings[0], tiny_enc, examples=1)
+    data, _ = fig._repr_mimebundle_()
+    # Altair's own display (Jupyter, Colab) and the specification the site's build draws
+    assert "text/html" in data and "vega" in data["text/html"]
+    (mime,) = [k for k in data if _mystnb.VEGALITE_MIME.match(k)]
+    assert mime == interactive.Figure.mime_type() and data[mime] == fig.to_dict()
+    assert "params=['example', 'layer']" in repr(fig)
+
+
+# -- the site -------------------------------------------------------------------------------------
+
+
+class _Renderer:
+    def __init__(self):
+        self.js = {}
+
+    def add_js_file(self, key, uri, kwargs):
+        self.js[key] = (uri, kwargs)
+
+
+class _Data:
+    def __init__(self, mime_type, content, tags=()):
+        self.mime_type, self.content = mime_type, content
+        self.cell_metadata = {"tags": list(tags)}
+
+    @property
+    def string(self):
+        return self.content if isinstance(self.content, str) else json.dumps(self.content)
+
+
+def test_site_plugin_is_registered_for_myst_nb():
+    (ep,) = [ep for ep in entry_points(group="myst_nb.mime_renderers") if ep.name == "mixbook"]
+    assert ep.load() is _mystnb.VegaLiteMime
+    assert ("html", "application/vnd.vegalite.v6+json", 5) in _mystnb.VegaLiteMime.mime_priority_overrides
+
+
+def test_site_plugin_writes_the_spec_and_loads_the_local_vega(tiny_enc, mixings):
+    spec = interactive.mixing_chart(mixings[0], tiny_enc, examples=1).to_dict()
+    r = _Renderer()
+    (node,) = _mystnb.VegaLiteMime.handle_mime(r, _Data("application/vnd.vegalite.v6+json", spec), False)
+    html = node.astext()
+    assert html.startswith('<div class="mixbook-vega">')
+    body = html.split('class="mixbook-vega-spec">', 1)[1].rsplit("</script>", 1)[0]
+    assert json.loads(body.replace("<\\/", "</")) == spec
+    assert "</script>" not in body
+    assert [u for u, _ in r.js.values()] == list(_mystnb.VEGA_SCRIPTS)
+    assert not any(u.startswith("http") for u in _mystnb.VEGA_SCRIPTS)
+    # a JSON string is read too (nbformat may keep the output as text)
+    (node2,) = _mystnb.VegaLiteMime.handle_mime(_Renderer(), _Data("application/vnd.vegalite.v5+json", json.dumps(spec)), False)
+    assert node2.astext() == html
+
+
+def test_site_plugin_replaces_only_tagged_widgets_and_leaves_the_rest():
+    view = {"version_major": 2, "version_minor": 0, "model_id": "abc"}
+    (note,) = _mystnb.VegaLiteMime.handle_mime(_Renderer(), _Data(_mystnb.WIDGET_VIEW_MIME, view, [interactive.NEEDS_KERNEL_TAG]), False)
+    assert "mixbook-needs-kernel" in note.astext() and "Colab" in note.astext()
+    assert _mystnb.VegaLiteMime.handle_mime(_Renderer(), _Data(_mystnb.WIDGET_VIEW_MIME, view), False) is None
+    assert _mystnb.VegaLiteMime.handle_mime(_Renderer(), _Data("text/plain", "x"), False) is None
+    assert _mystnb.VegaLiteMime.handle_mime(_Renderer(), _Data("application/vnd.vegalite.v6+json", {}), True) is None
