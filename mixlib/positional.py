@@ -894,6 +894,10 @@ def map_correlation(A: Any, B: Any, *, n_perm: int = 200, seed: int = 0):
         ``best_match``
             The head ``h'`` whose map in ``B`` correlates best with head ``h``
             of ``A`` (equal to the head itself when the pattern is specific to it).
+        ``margin``
+            ``r`` minus the best correlation of head ``h`` of ``A`` with any *other*
+            head of ``B``: positive when the head itself is the best match, and
+            by how much (a small margin means the shape is shared with another head).
         ``tv``
             Mean over query rows of the total-variation distance
             ``0.5 * sum_j |A_ij - B_ij|`` (0 = identical rows, 1 = disjoint). Unlike
@@ -930,6 +934,8 @@ def map_correlation(A: Any, B: Any, *, n_perm: int = 200, seed: int = 0):
     }, index=pd.RangeIndex(H, name="head"))
     df["survives"] = df["r"] > df["null_max"]
     df["best_match"] = np.nanargmax(np.where(np.isnan(cross), -np.inf, cross), axis=1)
+    others = np.where(np.eye(H, dtype=bool) | np.isnan(cross), -np.inf, cross)
+    df["margin"] = r - others.max(axis=1) if H > 1 else np.nan
     df["tv"] = 0.5 * np.abs(A - B).sum(-1).mean(-1)
     return df
 

@@ -109,3 +109,13 @@ def make_random_encoder(*, layers: int = 2, heads: int = 4, d: int = 64, seed: i
 def tiny_enc():
     """Random-init BERT: 2 layers, 4 heads, d=64."""
     return make_random_encoder()
+
+
+@pytest.fixture(scope="session")
+def stretch_and_clusters(tiny_enc):
+    """norm_stretch, cluster_vocab (k = 8, not cached) and cluster_stretch of the tiny random encoder."""
+    import mixlib
+
+    st = mixlib.norm_stretch(tiny_enc)
+    cl = mixlib.cluster_vocab(tiny_enc, k=8, seed=0, cache=False)
+    return st, cl, mixlib.cluster_stretch(st, cl)

@@ -116,13 +116,6 @@ def test_position_head_chart_embeds_position_attention(tiny_enc):
             interactive.position_head_chart(tiny_enc, **{"n": 12, "max_offset": 3, **bad})
 
 
-@pytest.fixture(scope="module")
-def stretch_and_clusters(tiny_enc):
-    st = mixlib.norm_stretch(tiny_enc)
-    cl = mixlib.cluster_vocab(tiny_enc, k=8, seed=0, cache=False)
-    return st, cl, mixlib.cluster_stretch(st, cl)
-
-
 def test_head_chart_embeds_top_clusters_of_every_head(tiny_enc, stretch_and_clusters):
     st, cl, cs = stretch_and_clusters
     chart = interactive.head_chart(cs, cl, tiny_enc, layers=st.layers, top=5, layer=1, head=2, n=4)

@@ -392,6 +392,10 @@ def test_map_correlation_vs_corrcoef():
     assert df.loc[0, "best_match"] == 1  # head 0 of A is head 1 of B
     assert df.loc[2, "best_match"] == 2 and bool(df.loc[2, "survives"]) and df.loc[2, "p_value"] == pytest.approx(1 / 301)
     assert abs(df.loc[1, "null_mean"]) < 0.1  # random rows/columns: no alignment on average
+    for h in range(H):  # the margin: own r minus the best correlation with another head of B (np.corrcoef)
+        other = max(np.corrcoef(A[h].ravel(), B[k].ravel())[0, 1] for k in range(H) if k != h)
+        assert df.loc[h, "margin"] == pytest.approx(df.loc[h, "r"] - other, abs=1e-12)
+    assert df.loc[0, "margin"] < 0 < df.loc[2, "margin"]  # head 0 matches another head; head 2 its own
     assert np.all((df["p_value"] > 0) & (df["p_value"] <= 1))
     with pytest.raises(ValueError, match="shape"):
         map_correlation(A, B[:, :5, :5])

@@ -139,13 +139,6 @@ def test_mixing_explorer_bad_arguments(tiny_enc):
 # -- chapter 11 ------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def stretch_and_clusters(tiny_enc):
-    st = mixlib.norm_stretch(tiny_enc)
-    cl = mixlib.cluster_vocab(tiny_enc, k=8, seed=0, cache=False)
-    return st, cl, mixlib.cluster_stretch(st, cl)
-
-
 def test_head_explorer_table_is_top_clusters(tiny_enc, stretch_and_clusters):
     st, cl, cs = stretch_and_clusters
     ex = widgets.head_explorer(cs, cl, tiny_enc, layer=1, head=2, n=4)
