@@ -147,8 +147,9 @@ def _check_index(name: str, value: Any, n: int) -> int:
 
 
 def _short(text: Any, width: int = 60) -> str:
-    s = " / ".join(text) if isinstance(text, (tuple, list)) else str(text)
-    return s if len(s) <= width else s[: width - 1] + "…"
+    from .widgets import _short as short  # the explorers' own label shortener
+
+    return short(text, width)
 
 
 def _label_color(alt: Any) -> Any:
@@ -208,10 +209,11 @@ def _mixing_rows(m: Any, e: int, masked: int, digits: int) -> list[dict[str, Any
     return rows
 
 
-def _examples(n: int, available: int) -> int:
+def _count(name: str, n: Any, cap: int) -> int:
+    """A positive int argument, capped at what is available."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"examples={n!r}; give a positive int.")
-    return min(int(n), available)
+        raise ValueError(f"{name}={n!r}; give a positive int.")
+    return min(int(n), cap)
 
 
 def _labels(texts: Sequence[Any] | None, k: int, tokens: Sequence[Sequence[str]]) -> list[str]:
@@ -289,8 +291,8 @@ def mixing_chart(m: Any, enc: Any, *, plain: Any = None, texts: Sequence[Any] | 
     alt = _alt()
     from .plots import COMPONENT_COLORS, COMPONENT_LABELS, model_label
 
-    B = len(m.token_strings) if hasattr(m, "token_strings") else m.ratio.shape[1]
-    k = _examples(examples, B)
+    B = m.ratio.shape[1]  # sequences
+    k = _count("examples", examples, B)
     example = _check_index("example", example, k)
     layers = [int(li) for li in m.layers]
     layer = layers[-1] if layer is None else int(layer)
@@ -406,7 +408,7 @@ def context_chart(cm: Any, enc: Any, *, texts: Sequence[Any] | None = None, exam
     unknown = [n for n in measures if n not in cm.maps]
     if unknown:
         raise ValueError(f"measures {unknown} are not in these maps; they have {sorted(cm.maps)}.")
-    k = _examples(examples, len(cm.token_strings))
+    k = _count("examples", examples, len(cm.token_strings))
     example = _check_index("example", example, k)
     layers = [int(li) for li in cm.layers]
     layer = layers[-1] if layer is None else int(layer)
@@ -638,7 +640,7 @@ def head_chart(cs: Any, clusters: Any, enc: Any, *, layers: Sequence[int] | None
     layers = list(range(L)) if layers is None else [int(x) for x in layers]
     if len(layers) != L:
         raise ValueError(f"layers has {len(layers)} entries; cs has {L} rows of layers.")
-    top = _examples(top, K)
+    top = _count("top", top, K)
     if layer not in layers:
         raise ValueError(f"layer={layer!r} is not among the analysed layers {layers}.")
     head = _check_index("head", head, H)
@@ -796,7 +798,7 @@ def fill_mask_chart(fillers: Any, texts: Sequence[str], *, text: str | None = No
         texts = [text, *texts]
         if "[MASK]" not in text:
             raise ValueError(f"{text!r} has no [MASK].")
-    k_max = _examples(k_max, 100)
+    k_max = _count("k_max", k_max, 100)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= k_max:
         raise ValueError(f"k={k!r}; give an int between 1 and {k_max}.")
     rows = []

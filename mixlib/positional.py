@@ -894,6 +894,8 @@ def map_correlation(A: Any, B: Any, *, n_perm: int = 200, seed: int = 0):
         ``best_match``
             The head ``h'`` whose map in ``B`` correlates best with head ``h``
             of ``A`` (equal to the head itself when the pattern is specific to it).
+        ``runner_up``
+            The best-matching *other* head of ``B`` (the one ``margin`` is measured against).
         ``margin``
             ``r`` minus the best correlation of head ``h`` of ``A`` with any *other*
             head of ``B``: positive when the head itself is the best match, and
@@ -935,6 +937,7 @@ def map_correlation(A: Any, B: Any, *, n_perm: int = 200, seed: int = 0):
     df["survives"] = df["r"] > df["null_max"]
     df["best_match"] = np.nanargmax(np.where(np.isnan(cross), -np.inf, cross), axis=1)
     others = np.where(np.eye(H, dtype=bool) | np.isnan(cross), -np.inf, cross)
+    df["runner_up"] = others.argmax(axis=1)
     df["margin"] = r - others.max(axis=1) if H > 1 else np.nan
     df["tv"] = 0.5 * np.abs(A - B).sum(-1).mean(-1)
     return df

@@ -1,5 +1,9 @@
 """Widgets for Part V: a second way to look at what the chapters' static figures show.
 
+They need a running kernel. The chapters show their kernel-free forms (charts that
+move on the static site too) from :mod:`mixlib.interactive`, and keep an explorer
+only where the reader types something (in a cell tagged ``needs-kernel``).
+
 Every ``*_explorer`` returns an :class:`Explorer`, an ``ipywidgets.VBox`` with
 controls on top and an ``Output`` below that is redrawn whenever a control
 changes. The drawing is done by the same functions in :mod:`mixlib.plots` that

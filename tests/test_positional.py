@@ -395,6 +395,7 @@ def test_map_correlation_vs_corrcoef():
     for h in range(H):  # the margin: own r minus the best correlation with another head of B (np.corrcoef)
         other = max(np.corrcoef(A[h].ravel(), B[k].ravel())[0, 1] for k in range(H) if k != h)
         assert df.loc[h, "margin"] == pytest.approx(df.loc[h, "r"] - other, abs=1e-12)
+        assert np.corrcoef(A[h].ravel(), B[df.loc[h, "runner_up"]].ravel())[0, 1] == pytest.approx(other, abs=1e-12)
     assert df.loc[0, "margin"] < 0 < df.loc[2, "margin"]  # head 0 matches another head; head 2 its own
     assert np.all((df["p_value"] > 0) & (df["p_value"] <= 1))
     with pytest.raises(ValueError, match="shape"):
