@@ -27,26 +27,13 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import functools
-import http.server
 import json
 import sys
-import threading
 from pathlib import Path
 
+from site_browser import Traffic, chromium, serve
+
 from mixlib import interactive
-
-CHROMIUM = "/usr/bin/chromium"
-
-
-def _serve(root: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):  # noqa: D401 - silence the access log
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def _fmt1(x: float) -> str:
@@ -114,19 +101,9 @@ JS_STATE = """(box) => {
 JS_TEXT = """(box) => Array.from(box.querySelectorAll('svg text')).map(t => t.textContent).join('\\n')"""
 
 
-def check_page(page, url: str, shot: Path | None) -> tuple[list[str], int]:
+def check_page(page, base: str, url: str, shot: Path | None) -> tuple[list[str], int]:
     problems: list[str] = []
-    errors: list[str] = []
-    outside: list[str] = []
-    failed_urls: list[str] = []
-    # a failed resource is reported with its address below (the console's own line has none); the favicon is
-    # asked for by the browser unprompted
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and not m.text.startswith("Failed to load resource")
-            else None)
-    page.on("response", lambda r: failed_urls.append(f"{r.status} {r.url}") if r.status >= 400 and not r.url.endswith("/favicon.ico")
-            else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("request", lambda r: outside.append(r.url) if not r.url.startswith(url.split("/notebooks")[0]) and not r.url.startswith("data:") else None)
+    traffic = Traffic(base).watch(page)
     page.goto(url, wait_until="load")
     boxes = page.locator("div.mixbook-vega")
     n = boxes.count()
@@ -171,12 +148,7 @@ def check_page(page, url: str, shot: Path | None) -> tuple[list[str], int]:
         problems.append("a dead (disconnected) widget is on the page")
     if page.locator("script[type='application/vnd.jupyter.widget-view+json']").count() and not page.locator(".jupyter-widgets").count():
         problems.append("a saved widget view is on the page but was not rendered")
-    if errors:
-        problems.append(f"console errors: {errors[:3]}")
-    if failed_urls:
-        problems.append(f"failed requests: {failed_urls[:3]}")
-    if outside:
-        problems.append(f"requests that leave the site: {sorted(set(outside))[:3]}")
+    problems += traffic.problems()
     if shot is not None:
         page.screenshot(path=str(shot), full_page=True)
     return problems, data_bytes
@@ -188,37 +160,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--screenshots", type=Path)
     ap.add_argument("--budget-mb", type=float, default=2.0, help="most chart data one page may embed (MB)")
     args = ap.parse_args(argv)
-    from playwright.sync_api import sync_playwright
-
     pages = sorted(p for p in (args.site / "notebooks").glob("*.html"))
     chart_pages = [p for p in pages if "mixbook-vega" in p.read_text(encoding="utf-8")]
-    server, base = _serve(args.site)
     failed = False
     if args.screenshots:
         args.screenshots.mkdir(parents=True, exist_ok=True)
     print(f"{'page':32} {'page MB':>8} {'chart data MB':>14}  charts")
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-            for path in pages:
-                size = path.stat().st_size / 1e6
-                if path not in chart_pages:
-                    print(f"{path.name:32} {size:8.2f} {'-':>14}  0")
-                    continue
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                shot = args.screenshots / f"chart_{path.stem}.png" if args.screenshots else None
-                problems, data_bytes = check_page(page, f"{base}/notebooks/{path.name}", shot)
-                n = path.read_text(encoding="utf-8").count('class="mixbook-vega"')
-                print(f"{path.name:32} {size:8.2f} {data_bytes / 1e6:14.2f}  {n}")
-                if data_bytes / 1e6 > args.budget_mb:
-                    problems.append(f"its charts embed {data_bytes / 1e6:.2f} MB, over the {args.budget_mb} MB budget")
-                for p in problems:
-                    print(f"  FAIL {path.name}: {p}")
-                failed |= bool(problems)
-                page.close()
-            browser.close()
-    finally:
-        server.shutdown()
+    with serve(args.site) as base, chromium() as browser:
+        for path in pages:
+            size = path.stat().st_size / 1e6
+            if path not in chart_pages:
+                print(f"{path.name:32} {size:8.2f} {'-':>14}  0")
+                continue
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            shot = args.screenshots / f"chart_{path.stem}.png" if args.screenshots else None
+            problems, data_bytes = check_page(page, base, f"{base}/notebooks/{path.name}", shot)
+            n = path.read_text(encoding="utf-8").count('class="mixbook-vega"')
+            print(f"{path.name:32} {size:8.2f} {data_bytes / 1e6:14.2f}  {n}")
+            if data_bytes / 1e6 > args.budget_mb:
+                problems.append(f"its charts embed {data_bytes / 1e6:.2f} MB, over the {args.budget_mb} MB budget")
+            for p in problems:
+                print(f"  FAIL {path.name}: {p}")
+            failed |= bool(problems)
+            page.close()
     if not chart_pages:
         print("no page holds a chart (div.mixbook-vega): nothing was checked")
         return 1
