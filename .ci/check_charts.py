@@ -9,6 +9,7 @@ that holds a chart of :mod:`mixlib.interactive` (``div.mixbook-vega``). On each 
   ``jupyter-widgets-disconnected`` element, no widget view script left unrendered);
 * every bound control (dropdown, slider, checkbox) is moved to another value, and
   the chart's parameter follows it;
+* no state draws the chart wider than the text column, or cuts off a mark outside its view;
 * after each move the chart shows the numbers Python computed for that state: the
   expected text is computed here from the specification embedded in the page with
   :func:`mixlib.interactive.mixing_state` / :func:`~mixlib.interactive.context_state`
@@ -17,7 +18,8 @@ that holds a chart of :mod:`mixlib.interactive` (``div.mixbook-vega``). On each 
 * the size of each chapter page and of the chart data it embeds is printed, and a
   page whose charts embed more than ``--budget-mb`` (2 MB) fails.
 
-A screenshot of each chart page, after its controls were moved, goes to ``--screenshots``.
+A screenshot of each chart (with its controls), after they were moved, goes to ``--screenshots``
+(``chart_<page>_<i>.png``).
 
 Usage::
 
@@ -58,6 +60,9 @@ def expected_text(spec: dict, state: dict) -> str:
         i = max(range(len(s["profile"])), key=lambda k: (s["profile"][k], -k))
         ln = "（層正規化あり）" if state["layernorm"] else "（層正規化なし）"
         off = f"{s['offsets'][i]:+d}".replace("-", "\u2212")  # d3-format writes a minus sign, not a hyphen
+        n = spec["usermeta"]["mixbook"]["n"]
+        if s["profile"][i] < interactive.FLAT_PROFILE / n:
+            return f"層 {int(state['layer'])}・ヘッド {int(state['head'])}{ln}：どの相対位置の重みもほぼ一様（最大 {s['profile'][i]:.3f}、一様なら {1 / n:.3f}）"
         return (f"層 {int(state['layer'])}・ヘッド {int(state['head'])}{ln}：もっとも重い相対位置 {off}"
                 f"（平均の重み {s['profile'][i]:.3f}）")
     if kind == "head":
@@ -98,6 +103,13 @@ JS_STATE = """(box) => {
   return out;
 }"""
 
+JS_WIDTH = "(box) => [box.scrollWidth, box.clientWidth]"
+
+# marks drawn outside the SVG's own area are cut off (the view was not laid out again for the new state)
+JS_CLIPPED = """(box) => { const svg = box.querySelector('.mixbook-vega-view svg'); const r = svg.getBoundingClientRect();
+  return Array.from(svg.querySelectorAll('text, path')).filter(e => { const b = e.getBoundingClientRect();
+    return b.width > 0 && (b.right > r.right + 1 || b.bottom > r.bottom + 1); }).length; }"""
+
 JS_TEXT = """(box) => Array.from(box.querySelectorAll('svg text')).map(t => t.textContent).join('\\n')"""
 
 
@@ -126,6 +138,7 @@ def check_page(page, base: str, url: str, shot: Path | None) -> tuple[list[str],
         want = expected_text(spec, state)
         if want not in box.evaluate(JS_TEXT):
             problems.append(f"chart {i}: initial state {state}: '{want}' not drawn")
+        widest = box.evaluate(JS_WIDTH)
         for name, control in controls.items():
             new = _other_value(control, state[name])
             el = box.locator(f".vega-bind-name:text-is('{control.get('name', name)}')").locator("..").locator("input, select").first
@@ -144,13 +157,20 @@ def check_page(page, base: str, url: str, shot: Path | None) -> tuple[list[str],
             want = expected_text(spec, state)
             if want not in box.evaluate(JS_TEXT):
                 problems.append(f"chart {i}: after moving {name!r} to {new!r} (state {state}): '{want}' not drawn")
+            widest = max(widest, box.evaluate(JS_WIDTH), key=lambda w: w[0])
+            clipped = box.evaluate(JS_CLIPPED)
+            if clipped:
+                problems.append(f"chart {i}: after moving {name!r} to {new!r}: {clipped} mark(s) drawn outside the view (cut off)")
+        if widest[0] > widest[1]:
+            problems.append(f"chart {i}: drawn {widest[0]} px wide in a {widest[1]} px column (it runs out of the text)")
     if page.locator(".jupyter-widgets-disconnected").count():
         problems.append("a dead (disconnected) widget is on the page")
     if page.locator("script[type='application/vnd.jupyter.widget-view+json']").count() and not page.locator(".jupyter-widgets").count():
         problems.append("a saved widget view is on the page but was not rendered")
     problems += traffic.problems()
     if shot is not None:
-        page.screenshot(path=str(shot), full_page=True)
+        for i in range(n):
+            boxes.nth(i).screenshot(path=str(shot.with_name(f"{shot.stem}_{i}.png")))
     return problems, data_bytes
 
 

@@ -62,8 +62,12 @@ __all__ = [
 
 #: Cell tag: the cell's widget needs a running kernel; the site shows a one-line note instead.
 NEEDS_KERNEL_TAG = "needs-kernel"
-#: Width of one token's column in pixels (a 60-token pair stays within the book's text column).
+#: Width of one token's column in pixels, at most (a longer sequence gets narrower columns, see :func:`_token_step`).
 STEP = 12
+#: :func:`position_head_chart` names no heaviest offset when the profile's maximum is below this multiple of uniform (1/n).
+FLAT_PROFILE = 1.25
+#: Width in pixels that a token axis may take: the book's text column (about 690 px) less the y axes.
+TOKEN_AXIS_WIDTH = 560
 #: Separator inside a token key ``"<position>|<category>|<token>"`` (the axis shows only the token).
 _SEP = "|"
 
@@ -106,7 +110,9 @@ class Figure:
     """
 
     def __init__(self, chart: Any) -> None:
-        self.chart = chart
+        # the view is laid out again whenever a control changes what is drawn (a longer sentence, a wider
+        # label); Vega's default sizes it once, for the first state, and clips the others
+        self.chart = chart.properties(autosize=_alt().AutoSizeParams(type="pad", resize=True))
 
     def to_dict(self) -> dict[str, Any]:
         """The Vega-Lite specification, with the data it embeds."""
@@ -167,9 +173,14 @@ def _token_text(expr: str) -> str:
     return f"slice({expr}, {first} + 1 + indexof(slice({expr}, {first} + 1), '{_SEP}') + 1)"
 
 
-def _token_axis(alt: Any, title: str | None = None) -> Any:
+def _token_step(n_max: int) -> int:
+    """Column width for a token axis whose longest sequence has ``n_max`` tokens: every state fits the text column."""
+    return max(6, min(STEP, TOKEN_AXIS_WIDTH // max(1, n_max)))
+
+
+def _token_axis(alt: Any, title: str | None = None, step: int = STEP) -> Any:
     # the key is "pos|category|token": show only the token, coloured by its category
-    return alt.Axis(title=title, labelAngle=-90, labelFontSize=10, labelColor=_label_color(alt),
+    return alt.Axis(title=title, labelAngle=-90, labelFontSize=max(7, min(10, step - 1)), labelColor=_label_color(alt),
                     labelExpr=_token_text("datum.value"), labelOverlap=False)
 
 def _state_line(chart: Any, label: str, color: str = "#222222") -> Any:
@@ -317,7 +328,8 @@ def mixing_chart(m: Any, enc: Any, *, plain: Any = None, texts: Sequence[Any] | 
     parts = ["res", "attn", "mix"]
     names = {"res": COMPONENT_LABELS["keep_res"], "attn": COMPONENT_LABELS["keep_attn"], "mix": COMPONENT_LABELS["mix"]}
     colors = [COMPONENT_COLORS["keep_res"], COMPONENT_COLORS["keep_attn"], COMPONENT_COLORS["mix"]]
-    x = alt.X("tok:N", sort=alt.SortField("pos"), axis=_token_axis(alt))
+    step = _token_step(max(len(m.tokens(e)) for e in range(k)))
+    x = alt.X("tok:N", sort=alt.SortField("pos"), axis=_token_axis(alt, step=step))
     base = _key_of_first_row(alt.Chart().transform_filter(f"datum.e == example && {which} && (datum.l == layer || datum.l == {first})"), "l")
     base = (base.transform_filter("datum.l == layer")
             .transform_flatten(["keys", "res", "attn", "mix", "ratio"], as_=["tok", "res", "attn", "mix", "ratio"])
@@ -337,7 +349,7 @@ def mixing_chart(m: Any, enc: Any, *, plain: Any = None, texts: Sequence[Any] | 
         tooltip=[alt.Tooltip("tok:N", title="トークン"), alt.Tooltip("ratio:Q", title="混ぜる割合 (%)", format=".1f")])
     mean = _state_line(base.transform_aggregate(mean="mean(ratio)", n="count()"),
                        "'層 ' + layer + '：' + datum.n + ' トークンの混ぜる割合の平均 ' + format(datum.mean, '.1f') + '%'")
-    plot = (alt.layer(bars, dots).resolve_scale(y="independent").properties(width=alt.Step(STEP), height=260))
+    plot = (alt.layer(bars, dots).resolve_scale(y="independent").properties(width=alt.Step(step), height=260))
     return Figure(alt.vconcat(mean, plot, spacing=4, data=alt.Data(values=rows))
                   .add_params(*params)
                   .properties(usermeta={"mixbook": {"kind": "mixing"}},
@@ -440,9 +452,9 @@ def context_chart(cm: Any, enc: Any, *, texts: Sequence[Any] | None = None, exam
     sel = _key_of_first_row(alt.Chart().transform_filter(
         f"datum.e == example && datum.l == layer && (datum.j == 0 || datum.j == {chosen})"), "j").transform_filter(
         f"datum.j == {chosen}")
-    charts = []
+    charts, step = [], _token_step(max_n)
     for name in measures:
-        axis = _token_axis(alt) if name == measures[-1] else alt.Axis(labels=False, ticks=False, title=None)
+        axis = _token_axis(alt, step=step) if name == measures[-1] else alt.Axis(labels=False, ticks=False, title=None)
         charts.append(
             sel.transform_calculate(share=f"datum['{name}']", i="sequence(0, datum.n)")
             .transform_flatten(["keys", "share", "i"], as_=["tok", "share", "i"])
@@ -452,7 +464,7 @@ def context_chart(cm: Any, enc: Any, *, texts: Sequence[Any] | None = None, exam
                     y=alt.Y("share:Q", title="割合"),
                     color=alt.condition("datum.own == 1", alt.value("#1f3b70"), alt.value("#4c9be8")),
                     tooltip=[alt.Tooltip("tok:N", title="送るトークン"), alt.Tooltip("share:Q", title="割合", format=".3f")])
-            .properties(width=alt.Step(STEP), height=90, title=alt.Title(MEASURE_LABELS.get(name, name), anchor="start", fontSize=11)))
+            .properties(width=alt.Step(step), height=90, title=alt.Title(MEASURE_LABELS.get(name, name), anchor="start", fontSize=11)))
     own = _state_line(sel.transform_calculate(tokj="datum.keys[datum.j]"),
                       "'層 ' + layer + '：位置 ' + datum.j + ' のトークン「' + " + _token_text("datum.tokj")
                       + " + '」はどこから情報を受け取るか'", color="#1f3b70")
@@ -536,7 +548,7 @@ def position_head_chart(enc: Any, *, n: int = 32, max_offset: int = 6, layer: in
                     color=alt.Color("weight:Q", scale=alt.Scale(scheme="magma", domainMin=0), title="重み"),
                     tooltip=[alt.Tooltip("q:O", title="クエリ"), alt.Tooltip("k:O", title="キー"),
                              alt.Tooltip("weight:Q", title="重み", format=".3f")])
-            .properties(width=260, height=260))
+            .properties(width=230, height=230))
     prof = (alt.Chart().transform_filter(f"{which} && isValid(datum.off)")
             .transform_flatten(["off", "p"])
             .transform_joinaggregate(pmax="max(p)"))
@@ -550,9 +562,12 @@ def position_head_chart(enc: Any, *, n: int = 32, max_offset: int = 6, layer: in
                 .transform_flatten(["off", "p"])
                 .transform_window(rank="row_number()", sort=[{"field": "p", "order": "descending"}, {"field": "off"}])
                 .transform_filter("datum.rank == 1"))
+    # a profile within FLAT_PROFILE of uniform has no heaviest offset worth naming (the first of near-equal ones would be)
     head_text = _state_line(heaviest, "'層 ' + layer + '・ヘッド ' + head + (layernorm ? '（層正規化あり）' : '（層正規化なし）')"
-                                      " + '：もっとも重い相対位置 ' + format(datum.off, '+d') + '（平均の重み ' + format(datum.p, '.3f') + '）'")
-    body = alt.hconcat(heat, alt.layer(bars, uniform).properties(width=260, height=260), spacing=30)
+                                      f" + (datum.p < {FLAT_PROFILE / n!r} ? '：どの相対位置の重みもほぼ一様（最大 '"
+                                      f" + format(datum.p, '.3f') + '、一様なら {1 / n:.3f}）'"
+                                      " : '：もっとも重い相対位置 ' + format(datum.off, '+d') + '（平均の重み ' + format(datum.p, '.3f') + '）')")
+    body = alt.hconcat(heat, alt.layer(bars, uniform).properties(width=230, height=230), spacing=20)
     # one dataset for both panels (the map's rows have q, the profile's off), shared from the top
     return Figure(alt.vconcat(head_text, body, spacing=6, data=alt.Data(values=maps + profiles))
                   .add_params(*params)
@@ -661,11 +676,12 @@ def head_chart(cs: Any, clusters: Any, enc: Any, *, layers: Sequence[int] | None
            .transform_flatten(["r", "c", "typ", "lab", "psi"]).transform_filter("datum.r <= top"))
     present = [t for t in TYPE_ORDER if any(t in r["typ"] for r in rows)]
     bars = sel.mark_bar().encode(
-        y=alt.Y("lab:N", sort=alt.SortField("r"), title=None, axis=alt.Axis(labelLimit=420, labelFontSize=11)),
+        y=alt.Y("lab:N", sort=alt.SortField("r"), title=None, axis=alt.Axis(labelLimit=280, labelFontSize=11)),
         x=alt.X("psi:Q", title=_psi_title(normalized)),
-        color=alt.Color("typ:N", title="クラスタの種類", scale=alt.Scale(domain=present, range=[TYPE_COLORS[t] for t in present])),
+        color=alt.Color("typ:N", title="クラスタの種類", scale=alt.Scale(domain=present, range=[TYPE_COLORS[t] for t in present]),
+                        legend=alt.Legend(orient="top", columns=4)),
         tooltip=[alt.Tooltip("c:Q", title="クラスタ"), alt.Tooltip("typ:N", title="種類"), alt.Tooltip("lab:N", title="トークン"),
-                 alt.Tooltip("psi:Q", title="ψ", format=".3f")]).properties(width=300)
+                 alt.Tooltip("psi:Q", title="ψ", format=".3f")]).properties(width=280)
     label = _state_line(sel.transform_filter("datum.r == 1"),
                         "'層 ' + layer + '・ヘッド ' + head + '：ψ が最大のクラスタ #' + datum.c + '（' + datum.typ"
                         " + '、' + format(datum.psi, '.3f') + '）'")

@@ -189,6 +189,17 @@ def test_figure_displays_for_jupyter_and_for_the_site(tiny_enc, mixings):
     (mime,) = [k for k in data if _mystnb.VEGALITE_MIME.match(k)]
     assert mime == interactive.Figure.mime_type() and data[mime] == fig.to_dict()
     assert "params=['example', 'layer']" in repr(fig)
+    # laid out again for every state (a longer sentence must not be cut off at the first state's width)
+    assert fig.to_dict()["autosize"] == {"type": "pad", "resize": True}
+
+
+def test_token_axes_fit_the_text_column_for_every_sequence_length():
+    for n in (1, 10, 46, 47, 60, 93, 200, 512):
+        step = interactive._token_step(n)
+        assert 6 <= step <= interactive.STEP
+        # the longest sequence fits the column, unless even the narrowest readable column cannot hold it
+        assert step * n <= interactive.TOKEN_AXIS_WIDTH or step == 6
+    assert interactive._token_step(46) == interactive.STEP and interactive._token_step(93) == 6
 
 
 # -- the site -------------------------------------------------------------------------------------
