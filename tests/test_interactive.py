@@ -77,6 +77,14 @@ def test_mixing_chart_without_plain_has_no_checkbox_and_checks_its_arguments(tin
     short = mixlib.decompose(tiny_enc, TEXTS[:1], layers=[0], vectors=False, progress=False)
     with pytest.raises(ValueError, match="same texts with the same layers"):
         interactive.mixing_chart(m, tiny_enc, plain=short)
+    # the example labels: the texts when given (too few is an error that says so), else the tokens
+    with pytest.raises(ValueError, match="texts has 1 entries; the chart offers 2 examples"):
+        interactive.mixing_chart(m, tiny_enc, examples=2, texts=TEXTS[:1])
+    labels = interactive.mixing_chart(m, tiny_enc, examples=2, texts=TEXTS).to_dict()["params"][0]["bind"]["labels"]
+    assert labels[1].startswith("1: a bank lends money to people who need it . / rivers")  # a pair is shown as "A / B"
+    # without a masking rate, the checkbox says only that [MASK] is inserted
+    (box,) = [p for p in interactive.mixing_chart(m, tiny_enc, plain=plain, examples=2).to_dict()["params"] if p["name"] == "masked"]
+    assert box["bind"]["name"].strip() == "[MASK] を入れる"
 
 
 def test_context_chart_embeds_each_maps_row_as_shares(tiny_enc, maps):
