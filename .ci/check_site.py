@@ -12,6 +12,8 @@ checks, with DOM queries on the page as the reader's browser built it:
   an ``id`` that page has; every ``<img>`` loaded and decoded (natural width > 0);
 * every math node (``.math``) was typeset by the book's own MathJax (holds an
   ``mjx-container``);
+* every table cell has padding, and a cell holding a single number is right-aligned;
+* no typeset equation shows a literal backslash (``\\text{keep\\_attn}`` in MathJax does);
 * every saved ipywidgets view was rendered by the local HTML manager (its
   ``widget-subarea`` has content);
 * every chapter page (``notebooks/*.html``) shows at least one figure (an image
@@ -64,6 +66,16 @@ PAGE_FACTS = """() => {
     unrendered: views.filter(s => { const p = s.previousElementSibling;
                                     return !(p && p.classList.contains('widget-subarea') && p.childElementCount); }).length,
     charts: q('div.mixbook-vega').length,
+    // tables: every cell has room, and a cell holding one number is right-aligned
+    cells: q('article.bd-article table td, article.bd-article table th').length,
+    cramped: q('article.bd-article table td, article.bd-article table th').filter(c => {
+      const s = getComputedStyle(c); return parseFloat(s.paddingLeft) < 4 || parseFloat(s.paddingRight) < 4; }).length,
+    leftNumbers: q('article.bd-article table td').filter(c =>
+      /^[-+\u2212]?\d[\d,]*(\.\d+)?([eE][-+\u2212]?\d+)?%?$/.test(c.textContent.trim())
+      && !['right', 'end'].includes(getComputedStyle(c).textAlign)).map(c => c.textContent.trim()),
+    // a literal backslash in a typeset equation (a TeX escape MathJax did not understand, e.g. \text{a\_b})
+    texLeft: q('mjx-container').filter(m => m.querySelector('mjx-c.mjx-c5C')
+      || (m.querySelector('mjx-assistive-mml') || {textContent: ''}).textContent.includes(String.fromCharCode(92))).length,
   };
 }"""
 
@@ -141,6 +153,12 @@ def check(site: Path, base: str, page: Path, facts: dict, ids: dict[Path, set[st
     if facts["untypeset"]:
         problems.append(f"{len(facts['untypeset'])} of {facts['math']} math node(s) not typeset by MathJax, "
                         f"e.g. {facts['untypeset'][0]!r}")
+    if facts["cramped"]:
+        problems.append(f"{facts['cramped']} of {facts['cells']} table cell(s) with less than 4 px padding on a side (numbers run together)")
+    if facts["leftNumbers"]:
+        problems.append(f"{len(facts['leftNumbers'])} numeric table cell(s) not right-aligned, e.g. {facts['leftNumbers'][:3]}")
+    if facts["texLeft"]:
+        problems.append(f"{facts['texLeft']} typeset equation(s) show a literal backslash (a TeX escape left over)")
     if facts["unrendered"]:
         problems.append(f"{facts['unrendered']} of {facts['views']} saved widget view(s) not rendered")
     if rel.startswith("notebooks/") and not facts["charts"] and not any(i["article"] for i in facts["images"]):
