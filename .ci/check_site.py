@@ -20,7 +20,7 @@ checks, with DOM queries on the page as the reader's browser built it:
   or a chart), unless its source is still a PLACEHOLDER (reported, not failed:
   tests/test_book.py fails on those).
 
-Screenshots of the intro and of one analysis chapter go to ``--screenshots``.
+A screenshot of the intro and of every chapter page (1280 px wide, full height) goes to ``--screenshots``.
 ``check_charts.py`` then moves the controls of the kernel-free charts.
 
 Usage::
@@ -38,8 +38,8 @@ from urllib.parse import unquote, urlsplit
 
 from site_browser import Traffic, chromium, serve
 
-#: pages whose screenshots are saved (relative to the site root)
-SCREENSHOT_PAGES = {"intro": "book/intro.html", "10_mixing": "notebooks/10_mixing.html"}
+#: pages whose screenshots are saved (relative to the site root), besides every chapter page (notebooks/*.html)
+SCREENSHOT_PAGES = {"intro": "book/intro.html"}
 #: generated pages that are not part of the reading flow (still loaded, fewer checks)
 GENERATED = {"genindex.html", "search.html", "py-modindex.html"}
 #: milliseconds a page's scripts (MathJax, the widget manager) get to finish after the load event
@@ -119,7 +119,7 @@ def load(browser, base: str, rel: str, shot: Path | None, redirect: bool = False
         facts = page.evaluate(PAGE_FACTS)
         if shot is not None:
             shot.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(shot))
+            page.screenshot(path=str(shot), full_page=True)  # 1280 px wide, the whole page
     except Exception as err:  # noqa: BLE001 - a page that does not load is a finding, not a crash
         return {}, [f"did not load: {err}"]
     finally:
@@ -182,13 +182,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     shots = (args.screenshots or site.parent / "screenshots").resolve()
     pages = sorted(p for p in site.rglob("*.html") if "_static" not in p.parts and "_sources" not in p.parts)
-    missing = [rel for rel in SCREENSHOT_PAGES.values() if not (site / rel).is_file()]
+    wanted = {**SCREENSHOT_PAGES, **{p.stem: p.relative_to(site).as_posix() for p in pages if p.parent.name == "notebooks"}}
+    missing = [rel for rel in wanted.values() if not (site / rel).is_file()]
 
     t_start = time.perf_counter()
     loaded: dict[Path, tuple[dict, list[str], float]] = {}
     with serve(site) as base, chromium() as browser:
         print(f"site check: {len(pages)} pages, Chromium {browser.version}, served at {base}")
-        shot_of = {rel: shots / f"{name}.png" for name, rel in SCREENSHOT_PAGES.items()}
+        shot_of = {rel: shots / f"{name}.png" for name, rel in wanted.items()}
         for page in pages:
             rel = page.relative_to(site).as_posix()
             t0 = time.perf_counter()
@@ -212,9 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     for rel in missing:
         print(f"  FAIL screenshot page {rel} does not exist")
         failed += 1
-    for rel in SCREENSHOT_PAGES.values():
-        if rel not in missing:
-            print(f"  screenshot: {shot_of[rel]}")
+    print(f"  screenshots ({len(wanted) - len(missing)} pages, 1280 px wide, full height): {shots}/")
     total = time.perf_counter() - t_start
     print(f"site check: {len(pages) - failed} passed, {failed} failed in {total:.0f} s")
     return 1 if failed else 0
