@@ -79,6 +79,14 @@ def expected_text(spec: dict, state: dict) -> str:
         model = spec["usermeta"]["mixbook"]["models"][0]
         s = interactive.fill_mask_state(spec, sentence=int(state["sentence"]))[model]
         return f"{model} の 1 位：{s['tok'][0]}（{s['p'][0]:.3f}）"
+    if kind == "vector_pair":
+        s = interactive.vector_pair_state(**{k: float(state[k]) for k in ("angle_x", "len_x", "angle_y", "len_y")})
+
+        def f3(v: float) -> str:  # d3-format: no sign on a value that rounds to zero, a minus sign (U+2212)
+            t = f"{v:.3f}"
+            return ("0.000" if t == "-0.000" else t).replace("-", "\u2212")
+        return (f"x·y = {f3(s['dot'])}　|x||y| = {f3(s['norms'])}　cos θ = {f3(s['cos'])}　a = {f3(s['a'])}"
+                f"　平行四辺形 = {f3(s['area'])}")
     raise ValueError(f"unknown chart kind {kind!r} (usermeta.mixbook.kind)")
 
 

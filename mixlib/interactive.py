@@ -58,6 +58,8 @@ __all__ = [
     "token_state",
     "fill_mask_chart",
     "fill_mask_state",
+    "vector_pair_chart",
+    "vector_pair_state",
 ]
 
 #: Cell tag: the cell's widget needs a running kernel; the site shows a one-line note instead.
@@ -847,3 +849,92 @@ def fill_mask_state(chart: Any, *, sentence: int) -> dict[str, dict[str, Any]]:
     """What :func:`fill_mask_chart` draws for one text: per model, ranks, tokens and probabilities."""
     (rows,) = chart_datasets(chart).values()
     return {r["m"]: {"r": r["r"], "tok": r["tok"], "p": r["p"]} for r in rows if r["s"] == sentence}
+
+
+# -- chapter 1: two vectors, their dot product, cosine, projection and parallelogram ------------------------------
+
+def vector_pair_state(*, angle_x: float, len_x: float, angle_y: float, len_y: float) -> dict[str, float]:
+    """The numbers :func:`vector_pair_chart` shows for two 2-D vectors given by angle (degrees) and length.
+
+    ``dot`` = x·y, ``norms`` = |x||y|, ``cos`` = cos θ, ``a`` = x·y / |x|² (the coefficient of y's
+    projection on x) and ``area`` = the parallelogram's area |det[x; y]|.
+    """
+    if len_x <= 0 or len_y <= 0:
+        raise ValueError(f"lengths must be positive (got |x| = {len_x}, |y| = {len_y}).")
+    x = len_x * np.array([np.cos(np.radians(angle_x)), np.sin(np.radians(angle_x))])
+    y = len_y * np.array([np.cos(np.radians(angle_y)), np.sin(np.radians(angle_y))])
+    dot = float(x @ y)
+    return {"dot": dot, "norms": float(np.linalg.norm(x) * np.linalg.norm(y)),
+            "cos": dot / float(np.linalg.norm(x) * np.linalg.norm(y)), "a": dot / float(x @ x),
+            "area": abs(float(np.linalg.det(np.stack([x, y]))))}
+
+
+def vector_pair_chart(*, angle_x: float = 0.0, len_x: float = 2.0, angle_y: float = 40.0, len_y: float = 1.5,
+                      size: int = 340) -> Figure:
+    """Two vectors x and y set by sliders (angle in degrees, length): the parallelogram they span (its
+    area |det|), the rectangle of side |x| and height y's signed projection on x (its signed area is x·y),
+    the projection a·x, and a line with x·y, |x||y|, cos θ, a and the area.
+
+    Nothing is precomputed: the chart computes every shape and number from the four sliders, so every
+    state is there; :func:`vector_pair_state` computes the same numbers in Python (the site check compares).
+    """
+    alt = _alt()
+    for name, v, lo, hi in (("angle_x", angle_x, -180, 180), ("angle_y", angle_y, -180, 180),
+                            ("len_x", len_x, 0.2, 3.0), ("len_y", len_y, 0.2, 3.0)):
+        if not lo <= float(v) <= hi:
+            raise ValueError(f"{name} = {v} is outside the slider's range [{lo}, {hi}].")
+    params = [alt.param(name="angle_x", value=float(angle_x), bind=alt.binding_range(min=-180, max=180, step=5, name="x の角度 ")),
+              alt.param(name="len_x", value=float(len_x), bind=alt.binding_range(min=0.2, max=3.0, step=0.1, name="|x| ")),
+              alt.param(name="angle_y", value=float(angle_y), bind=alt.binding_range(min=-180, max=180, step=5, name="y の角度 ")),
+              alt.param(name="len_y", value=float(len_y), bind=alt.binding_range(min=0.2, max=3.0, step=0.1, name="|y| "))]
+    # the vectors and the derived points, as Vega expressions of the four parameters
+    X = ("len_x * cos(angle_x * PI / 180)", "len_x * sin(angle_x * PI / 180)")
+    Y = ("len_y * cos(angle_y * PI / 180)", "len_y * sin(angle_y * PI / 180)")
+    dot = f"(({X[0]}) * ({Y[0]}) + ({X[1]}) * ({Y[1]}))"
+    h = f"({dot} / len_x)"  # y's signed projection on x's direction
+    N = (f"(-({X[1]}) / len_x)", f"(({X[0]}) / len_x)")  # unit normal to x
+    P = (f"({dot} / (len_x * len_x) * ({X[0]}))", f"({dot} / (len_x * len_x) * ({X[1]}))")  # projection a·x
+    pts = {"o": ("0", "0"), "x": X, "y": Y, "xy": (f"{X[0]} + {Y[0]}", f"{X[1]} + {Y[1]}"),
+           "xh": (f"{X[0]} + {h} * {N[0]}", f"{X[1]} + {h} * {N[1]}"), "h": (f"{h} * {N[0]}", f"{h} * {N[1]}"), "p": P}
+    # a half-width that holds every point, the same on both axes (equal aspect)
+    far = " , ".join(f"abs({c})" for xy in pts.values() for c in xy)
+    params.append(alt.param(name="R", expr=f"1.15 * max(1, {far})"))
+    scale = {"domain": {"expr": "[-R, R]"}, "nice": False}
+
+    def shape(name: str, corners: Sequence[str]) -> list[dict[str, Any]]:
+        return [{"s": name, "k": k, "pt": c} for k, c in enumerate(corners)]
+
+    rows = (shape("平行四辺形", ["o", "x", "xy", "y", "o"]) + shape("長方形", ["o", "x", "xh", "h", "o"])
+            + shape("x", ["o", "x"]) + shape("y", ["o", "y"]) + shape("射影", ["o", "p"]) + shape("垂線", ["y", "p"]))
+    case_x = " : ".join(f"datum.pt == '{k}' ? ({v[0]})" for k, v in pts.items()) + " : 0"
+    case_y = " : ".join(f"datum.pt == '{k}' ? ({v[1]})" for k, v in pts.items()) + " : 0"
+    base = alt.Chart().transform_calculate(px=case_x, py=case_y)
+    enc = {"x": alt.X("px:Q", scale=scale, title=None), "y": alt.Y("py:Q", scale=scale, title=None), "order": alt.Order("k:Q")}
+    fills = [base.transform_filter(f"datum.s == '{s}'").mark_line(fill=c, fillOpacity=0.25, stroke=c, strokeWidth=0.5).encode(**enc)
+             for s, c in (("平行四辺形", "#dd8452"), ("長方形", "#55a868"))]
+    lines = [base.transform_filter(f"datum.s == '{s}'").mark_line(color=c, strokeWidth=w, strokeDash=d).encode(**enc)
+             for s, c, w, d in (("x", "#4c72b0", 2.5, [1, 0]), ("y", "#c44e52", 2.5, [1, 0]),
+                                ("射影", "#222222", 2.5, [6, 3]), ("垂線", "#444444", 1, [2, 2]))]
+    tips = (base.transform_filter("(datum.s == 'x' || datum.s == 'y') && datum.k == 1")
+            .mark_text(fontSize=14, fontWeight="bold", dx=8, dy=-8).encode(
+                x=enc["x"], y=enc["y"], text="s:N",
+                color=alt.Color("s:N", scale=alt.Scale(domain=["x", "y"], range=["#4c72b0", "#c44e52"]), legend=None)))
+    axes = alt.Chart(alt.Data(values=[{"z": 0}]))
+    zero = [axes.mark_rule(color="#aaaaaa", strokeWidth=0.5).encode(x=alt.X("z:Q", scale=scale)),
+            axes.mark_rule(color="#aaaaaa", strokeWidth=0.5).encode(y=alt.Y("z:Q", scale=scale))]
+    norm = "len_x * len_y"
+    numbers = _state_line(axes, f"'x·y = ' + format({dot}, '.3f') + '　|x||y| = ' + format({norm}, '.3f')"
+                                f" + '　cos θ = ' + format({dot} / ({norm}), '.3f') + '　a = ' + format({dot} / (len_x * len_x), '.3f')"
+                                f" + '　平行四辺形 = ' + format(abs(({X[0]}) * ({Y[1]}) - ({X[1]}) * ({Y[0]})), '.3f')")
+    legend = (alt.Chart(alt.Data(values=[{"s": "平行四辺形（面積 = |det|）"}, {"s": "長方形（符号つき面積 = x·y）"},
+                                          {"s": "y の射影 a·x（破線）"}]))
+              .mark_point(shape="square", filled=True, size=120, opacity=0.6)
+              .encode(y=alt.Y("s:N", sort=None, title=None, axis=alt.Axis(orient="right", domain=False, ticks=False, labelFontSize=11,
+                                                                labelLimit=260)),
+                      color=alt.Color("s:N", legend=None, sort=None, scale=alt.Scale(range=["#dd8452", "#55a868", "#222222"])))
+              .properties(width=12, height=70))
+    plot = alt.layer(*zero, *fills, *lines, tips, data=alt.Data(values=rows)).properties(width=size, height=size)
+    return Figure(alt.vconcat(numbers, alt.hconcat(plot, legend, spacing=8).resolve_scale(color="independent"), spacing=6)
+                  .add_params(*params)
+                  .properties(usermeta={"mixbook": {"kind": "vector_pair"}},
+                              title=alt.Title("二つのベクトル：内積・コサイン・射影・平行四辺形")))

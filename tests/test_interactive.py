@@ -210,6 +210,26 @@ def test_token_axes_fit_the_text_column_for_every_sequence_length():
     assert interactive._token_step(46) == interactive.STEP and interactive._token_step(93) == 6
 
 
+def test_vector_pair_chart_computes_what_numpy_computes():
+    # the Python side of the chapter-1 chart (the browser check compares the chart's own text with it)
+    for ax, lx, ay, ly in [(0, 2.0, 40, 1.5), (30, 1.0, 120, 2.5), (-90, 0.2, 90, 3.0), (180, 3.0, -45, 0.5)]:
+        x = lx * np.array([np.cos(np.deg2rad(ax)), np.sin(np.deg2rad(ax))])
+        y = ly * np.array([np.cos(np.deg2rad(ay)), np.sin(np.deg2rad(ay))])
+        s = interactive.vector_pair_state(angle_x=ax, len_x=lx, angle_y=ay, len_y=ly)
+        assert s["dot"] == pytest.approx(float(np.dot(x, y)), abs=1e-12)
+        assert s["cos"] == pytest.approx(np.cos(np.deg2rad(ay - ax)), abs=1e-12)  # the angle between them
+        assert s["a"] * np.linalg.norm(x) ** 2 == pytest.approx(s["dot"], abs=1e-12)
+        assert s["area"] == pytest.approx(lx * ly * abs(np.sin(np.deg2rad(ay - ax))), abs=1e-12)
+    with pytest.raises(ValueError, match="lengths must be positive"):
+        interactive.vector_pair_state(angle_x=0, len_x=0, angle_y=0, len_y=1)
+    spec = interactive.vector_pair_chart(angle_y=90).to_dict()
+    bound = {p["name"]: p for p in spec["params"] if "bind" in p}
+    assert set(bound) == {"angle_x", "len_x", "angle_y", "len_y"} and bound["angle_y"]["value"] == 90
+    assert spec["usermeta"]["mixbook"]["kind"] == "vector_pair"
+    with pytest.raises(ValueError, match="outside the slider's range"):
+        interactive.vector_pair_chart(len_x=5)
+
+
 # -- the site -------------------------------------------------------------------------------------
 
 
