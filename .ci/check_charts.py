@@ -79,6 +79,9 @@ def expected_text(spec: dict, state: dict) -> str:
         model = spec["usermeta"]["mixbook"]["models"][0]
         s = interactive.fill_mask_state(spec, sentence=int(state["sentence"]))[model]
         return f"{model} の 1 位：{s['tok'][0]}（{s['p'][0]:.3f}）"
+    if kind == "ranking":
+        s = interactive.ranking_state(spec, choice=int(state["choice"]))
+        return (f"「{s['label']}」の " if s["label"] else "") + f"1 位：{s['first']}（{s['values'][0]:.3f}）"
     if kind == "vector_pair":
         s = interactive.vector_pair_state(**{k: float(state[k]) for k in ("angle_x", "len_x", "angle_y", "len_y")})
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,8 @@ __all__ = [
     "fill_mask_state",
     "vector_pair_chart",
     "vector_pair_state",
+    "ranking_chart",
+    "ranking_state",
 ]
 
 #: Cell tag: the cell's widget needs a running kernel; the site shows a one-line note instead.
@@ -938,3 +940,76 @@ def vector_pair_chart(*, angle_x: float = 0.0, len_x: float = 2.0, angle_y: floa
                   .add_params(*params)
                   .properties(usermeta={"mixbook": {"kind": "vector_pair"}},
                               title=alt.Title("二つのベクトル：内積・コサイン・射影・平行四辺形")))
+
+
+# -- chapters 0 and 9: the nearest items of a chosen word or sentence ----------------------------------------------
+
+def ranking_chart(rankings: Mapping[str, Sequence[tuple[str, float]]], enc: Any, *, title: str, choice_name: str,
+                  choice: int = 0, value_title: str = "コサイン類似度",
+                  k: int | None = None, k_max: int | None = None, groups: Mapping[str, str] | None = None,
+                  colors: Mapping[str, Any] | None = None, width: int = 300) -> Figure:
+    """The items nearest to a chosen key, as bars: a dropdown picks the key, an optional slider how many bars.
+
+    ``rankings`` maps each choice (its label in the dropdown) to ``(item, value)`` pairs, largest value
+    first (e.g. ``word_vectors.nearest(word, 15)``); ``groups`` colours the bars by each item's group
+    (``colors``: a matplotlib colour per group). ``k`` / ``k_max``: a slider for how many items show
+    (every ranking must hold ``k_max`` items). The line above the bars names the first item and its value.
+    """
+    alt = _alt()
+    from matplotlib.colors import to_hex
+
+    from .plots import model_label
+
+    keys = list(rankings)
+    if not keys:
+        raise ValueError("rankings is empty: give at least one choice and its (item, value) pairs.")
+    choice = _check_index("choice", choice, len(keys))
+    if k_max is not None:
+        k_max = _count("k_max", k_max, min(len(rankings[c]) for c in keys))
+        k = _count("k", k if k is not None else k_max, k_max)
+    rows = []
+    for c, key in enumerate(keys):
+        pairs = [(str(item), float(v)) for item, v in rankings[key]]
+        if any(a[1] < b[1] for a, b in zip(pairs, pairs[1:])):
+            raise ValueError(f"rankings[{key!r}] is not in decreasing order of value: sort it, largest first.")
+        for r, (item, v) in enumerate(pairs, start=1):
+            row = {"c": c, "r": r, "item": _short(item, 60), "v": round(v, 4)}
+            if r == 1:  # the line above the bars names the first item (and a short choice: the dropdown shows a long one)
+                row["cl"], row["ci"] = (str(key) if len(str(key)) <= 16 else ""), _short(item, 28)
+            if groups is not None:
+                row["g"] = groups.get(item, "その他")
+            rows.append(row)
+    params = [alt.param(name="choice", value=choice, bind=alt.binding_select(
+        options=list(range(len(keys))), labels=[_short(key, 70) for key in keys], name=f"{choice_name} "))]
+    which = "datum.c == choice"
+    if k_max is not None:
+        params.append(alt.param(name="k", value=k, bind=alt.binding_range(min=min(3, k_max), max=k_max, step=1, name="語数 ")))
+        which += " && datum.r <= k"
+    lo = min(0.0, np.floor(min(r["v"] for r in rows) * 10) / 10)
+    if groups is not None:
+        present = list(dict.fromkeys(r["g"] for r in rows))
+        color = alt.Color("g:N", title=None, legend=alt.Legend(orient="top", columns=1, labelLimit=300),
+                          scale=alt.Scale(domain=present, range=[to_hex(colors[p]) if colors and p in colors else "#7f7f7f"
+                                                                 for p in present]))
+    else:
+        color = alt.value("#4c72b0")
+    sel = alt.Chart().transform_filter(which)
+    bars = sel.mark_bar().encode(
+        y=alt.Y("item:N", sort=alt.SortField("r"), title=None, axis=alt.Axis(labelLimit=330, labelFontSize=10)),
+        x=alt.X("v:Q", title=value_title, scale=alt.Scale(domain=[lo, 1])),
+        color=color,
+        tooltip=[alt.Tooltip("r:Q", title="順位"), alt.Tooltip("item:N", title="項目"), alt.Tooltip("v:Q", title=value_title, format=".3f")],
+    ).properties(width=width, height=alt.Step(18))
+    line = _state_line(sel.transform_filter("datum.r == 1"),
+                       "(datum.cl ? '「' + datum.cl + '」の ' : '') + '1 位：' + datum.ci + '（' + format(datum.v, '.3f') + '）'")
+    return Figure(alt.vconcat(line, bars, spacing=6, data=alt.Data(values=rows))
+                  .add_params(*params)
+                  .properties(usermeta={"mixbook": {"kind": "ranking"}},
+                              title=alt.Title(title, subtitle=f"モデル: {model_label(enc)}")))
+
+
+def ranking_state(chart: Any, *, choice: int) -> dict[str, Any]:
+    """What :func:`ranking_chart` draws for one choice: its label, and the items and values by rank."""
+    (rows,) = chart_datasets(chart).values()
+    mine = sorted((r for r in rows if r["c"] == choice), key=lambda r: r["r"])
+    return {"label": mine[0]["cl"], "first": mine[0]["ci"], "items": [r["item"] for r in mine], "values": [r["v"] for r in mine]}

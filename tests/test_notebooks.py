@@ -49,7 +49,7 @@ CELL_TIMEOUT = 300
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 #: Chapters whose explorers have kernel-free charts (mixlib.interactive): a widget left there must be in a cell
 #: tagged needs-kernel (the site shows one line instead of dead controls). Parts I-IV follow in a later issue.
-KERNEL_FREE = {"01_vectors_cosine", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"}
+KERNEL_FREE = {"00_environment", "01_vectors_cosine", "09_sentence_vectors", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"}
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #: what matplotlib warns when a glyph is missing ("Glyph 8722 (...) missing from font(s) IPAexGothic.")
 FONT_WARNING = "missing from font"
