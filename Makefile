@@ -78,8 +78,9 @@ placeholders:
 # .ci/build_book.py is the jupyter-book command plus a fix for a missed wake-up that stalled
 # widget cells for the whole per-cell timeout (see .ci/nbexec_fix.py).
 # Sphinx's saved environment goes stale when the table of contents changes (a KeyError at the next
-# build): drop it then. Executed notebooks stay cached in .jupyter_cache/.
-_build/.toc-stamp: _toc.yml _config.yml
+# build): drop it then. Executed notebooks stay cached in .jupyter_cache/. The book's own CSS and JS are
+# here too: with no page out of date Sphinx writes nothing, not even the changed static files.
+_build/.toc-stamp: _toc.yml _config.yml $(wildcard book/_static/*.css book/_static/*.js)
 	rm -rf _build/.doctrees
 	@mkdir -p _build && touch $@
 
