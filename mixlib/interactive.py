@@ -187,6 +187,7 @@ def _token_axis(alt: Any, title: str | None = None, step: int = STEP) -> Any:
     return alt.Axis(title=title, labelAngle=-90, labelFontSize=max(7, min(10, step - 1)), labelColor=_label_color(alt),
                     labelExpr=_token_text("datum.value"), labelOverlap=False)
 
+
 def _state_line(chart: Any, label: str, color: str = "#222222") -> Any:
     """One line of text above a chart: the Vega expression ``label`` for the (single) row ``chart`` keeps.
 
@@ -197,7 +198,6 @@ def _state_line(chart: Any, label: str, color: str = "#222222") -> Any:
             .mark_text(align="left", baseline="middle", fontSize=12, color=color)
             .encode(x=alt.value(0), y=alt.value(8), text="label:N")
             .properties(height=16, width=300, view={"stroke": None}))
-
 
 
 # ---------------------------------------------------------------------------
@@ -967,13 +967,18 @@ def ranking_chart(rankings: Mapping[str, Sequence[tuple[str, float]]], enc: Any,
     if k_max is not None:
         k_max = _count("k_max", k_max, min(len(rankings[c]) for c in keys))
         k = _count("k", k if k is not None else k_max, k_max)
+    elif k is not None:
+        raise ValueError(f"k={k!r} needs k_max (the slider's largest value); without it every item shows.")
     rows = []
     for c, key in enumerate(keys):
         pairs = [(str(item), float(v)) for item, v in rankings[key]]
         if any(a[1] < b[1] for a, b in zip(pairs, pairs[1:])):
             raise ValueError(f"rankings[{key!r}] is not in decreasing order of value: sort it, largest first.")
+        shown = [_short(item, 60) for item, _ in pairs]
+        if len(set(shown)) < len(shown):  # the bars are keyed by their label: two equal labels would draw one bar
+            raise ValueError(f"rankings[{key!r}] has items whose first 60 characters are the same: make them differ there.")
         for r, (item, v) in enumerate(pairs, start=1):
-            row = {"c": c, "r": r, "item": _short(item, 60), "v": round(v, 4)}
+            row = {"c": c, "r": r, "item": shown[r - 1], "v": round(v, 4)}
             if r == 1:  # the line above the bars names the first item (and a short choice: the dropdown shows a long one)
                 row["cl"], row["ci"] = (str(key) if len(str(key)) <= 16 else ""), _short(item, 28)
             if groups is not None:

@@ -250,6 +250,10 @@ def test_ranking_chart_embeds_each_choices_ranking(tiny_enc):
         interactive.ranking_chart({"a": [("b", 0.1), ("c", 0.5)]}, tiny_enc, title="t", choice_name="c")
     with pytest.raises(ValueError, match="out of range"):
         interactive.ranking_chart(rankings, tiny_enc, title="t", choice_name="c", choice=2)
+    with pytest.raises(ValueError, match="needs k_max"):
+        interactive.ranking_chart(rankings, tiny_enc, title="t", choice_name="c", k=2)
+    with pytest.raises(ValueError, match="first 60 characters are the same"):
+        interactive.ranking_chart({"a": [("x" * 70 + "1", 0.5), ("x" * 70 + "2", 0.4)]}, tiny_enc, title="t", choice_name="c")
     with pytest.raises(ValueError, match="rankings is empty"):
         interactive.ranking_chart({}, tiny_enc, title="t", choice_name="c")
 
