@@ -36,6 +36,13 @@ from pathlib import Path
 from site_browser import Traffic, chromium, serve
 
 from mixlib import interactive
+from mixlib.course import charts as course_charts
+
+
+def _d3(v: float, digits: int = 3) -> str:
+    """d3-format's fixed notation: no sign on a value that rounds to zero, and a minus sign (U+2212), not a hyphen."""
+    t = f"{v:.{digits}f}"
+    return t.lstrip("-") if float(t) == 0 else t.replace("-", "\u2212")
 
 
 def _fmt1(x: float) -> str:
@@ -84,12 +91,25 @@ def expected_text(spec: dict, state: dict) -> str:
         return (f"「{s['label']}」の " if s["label"] else "") + f"1 位：{s['first']}（{s['values'][0]:.3f}）"
     if kind == "vector_pair":
         s = interactive.vector_pair_state(**{k: float(state[k]) for k in ("angle_x", "len_x", "angle_y", "len_y")})
-
-        def f3(v: float) -> str:  # d3-format: no sign on a value that rounds to zero, a minus sign (U+2212)
-            t = f"{v:.3f}"
-            return ("0.000" if t == "-0.000" else t).replace("-", "\u2212")
-        return (f"x·y = {f3(s['dot'])}　|x||y| = {f3(s['norms'])}　cos θ = {f3(s['cos'])}　a = {f3(s['a'])}"
-                f"　平行四辺形 = {f3(s['area'])}")
+        return (f"x·y = {_d3(s['dot'])}　|x||y| = {_d3(s['norms'])}　cos θ = {_d3(s['cos'])}　a = {_d3(s['a'])}"
+                f"　平行四辺形 = {_d3(s['area'])}")
+    meta = spec.get("usermeta", {}).get("mixbook", {})
+    if kind == "softmax_scale":
+        s = course_charts.softmax_scale_state(spec, d_k=int(state["dk"]))
+        return f"d_k = {int(state['dk'])}：最大の重み　割らない {s['max_raw']:.2f}　√d_k で割る {s['max_scaled']:.2f}"
+    if kind == "pe_dot":
+        d = int(state["delta"])
+        s = course_charts.pe_dot_state(meta["n_positions"], meta["d_model"], delta=d, base=meta["base"])
+        return f"δ = {d}：PE[pos]·PE[pos+δ] は {s['n']} 組で 最小 {_d3(s['lo'])}・最大 {_d3(s['hi'])}"
+    if kind == "pe_position":
+        pos, dim = int(state["pos"]), int(state["dim"])
+        s = course_charts.pe_position_state(meta["n_positions"], meta["d_model"], pos=pos, dim=dim, base=meta["base"])
+        return f"位置 {pos}・次元 {dim}（{s['kind']}、波長 {s['wavelength']:.1f}）：値 {_d3(s['value'])}"
+    if kind == "bottleneck":
+        L = int(state["length"])
+        s = course_charts.bottleneck_state(spec, length=L)
+        return (f"長さ {L}：完全一致 {s['accuracy']:.2f}、文字ごと {s['char_accuracy']:.2f}（c は長さによらず {meta['hidden']} 次元）"
+                f"　この例は {'正解' if s['exact'] else '誤り'}")
     raise ValueError(f"unknown chart kind {kind!r} (usermeta.mixbook.kind)")
 
 

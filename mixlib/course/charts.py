@@ -1,0 +1,420 @@
+"""Kernel-free figures for Parts I-IV: the chapters' explorers as Vega-Lite charts that move on the static site.
+
+The same machinery as :mod:`mixlib.interactive` (a :class:`~mixlib.interactive.Figure`
+that displays in Jupyter, in Colab and on the site, its controls bound to chart
+parameters): each builder embeds what the chapter computed, or lets the chart
+compute it from a formula, and each has a ``*_state`` function that computes, in
+Python and independently of the chart, the numbers the chart must show in a
+given state (the unit tests and the site's browser check compare the two).
+
+* :func:`softmax_scale_chart` -- chapter 6: softmax of the same scores with and
+  without division by sqrt(d_k), for each d_k.
+* :func:`pe_dot_chart` -- chapter 6: the dot products of sinusoidal position
+  encodings depend only on the positions' difference.
+* :func:`pe_position_chart` -- chapter 6: one position's vector and one
+  dimension's wave in the position encoding.
+* :func:`alignment_chart` -- chapter 5: the attention weights of a trained
+  model, for each input length and example.
+* :func:`bottleneck_chart` -- chapter 4: for each input length, one example
+  squeezed through the fixed-size vector c, and the accuracy at that length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..interactive import Figure, _alt, _check_index, _round, _state_line, chart_datasets
+
+__all__ = [
+    "alignment_chart",
+    "alignment_state",
+    "bottleneck_chart",
+    "bottleneck_state",
+    "softmax_scale_chart",
+    "softmax_scale_state",
+    "pe_dot_chart",
+    "pe_dot_state",
+    "pe_position_chart",
+    "pe_position_state",
+]
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+# -- chapter 6: why the scores are divided by sqrt(d_k) -------------------------------------------------------------
+
+def softmax_scale_chart(scores: Mapping[int, Sequence[float]], *, d_k: int | None = None, width: int = 260) -> Figure:
+    """Softmax weights of one query's scores against its keys, as they are and divided by sqrt(d_k).
+
+    ``scores`` maps each d_k to the raw dot products q·k_j of one query with its keys (e.g. q and k
+    drawn from a standard normal in d_k dimensions); a dropdown picks d_k. The chart computes both
+    softmaxes itself (max-subtracted exponentials over the embedded scores), draws them side by side
+    with the uniform weight as a dotted line, and names each panel's largest weight;
+    :func:`softmax_scale_state` computes the same weights with NumPy.
+    """
+    alt = _alt()
+    dks = [int(d) for d in scores]
+    if not dks or any(d < 1 for d in dks):
+        raise ValueError(f"scores must map positive d_k values to scores, got keys {list(scores)!r}.")
+    n_keys = {len(scores[d]) for d in scores}
+    if len(n_keys) != 1 or min(n_keys) < 2:
+        raise ValueError("every d_k needs the same number (at least 2) of scores, one per key.")
+    d_k = dks[-1] if d_k is None else int(d_k)
+    if d_k not in dks:
+        raise ValueError(f"d_k={d_k} is not one of the given d_k values {dks}.")
+    rows = [{"d": d, "key": j, "s": s} for d in dks for j, s in enumerate(_round(scores[d], 5))]
+    param = alt.param(name="dk", value=d_k, bind=alt.binding_select(options=dks, name="d_k "))
+    base = (alt.Chart().transform_filter("datum.d == dk")
+            .transform_calculate(z1="datum.s / sqrt(datum.d)")
+            .transform_joinaggregate(m0="max(s)", m1="max(z1)")
+            .transform_calculate(e0="exp(datum.s - datum.m0)", e1="exp(datum.z1 - datum.m1)")
+            .transform_joinaggregate(S0="sum(e0)", S1="sum(e1)")
+            .transform_calculate(p0="datum.e0 / datum.S0", p1="datum.e1 / datum.S1"))
+    uniform = alt.Chart().mark_rule(color="#888888", strokeDash=[2, 2]).encode(y=alt.datum(1 / min(n_keys)))
+    panels = []
+    for field, name in (("p0", "割らない"), ("p1", "√d_k で割る")):
+        bars = base.mark_bar(color="#4c72b0").encode(
+            x=alt.X("key:O", title="キー", axis=alt.Axis(labelAngle=0)),
+            y=alt.Y(f"{field}:Q", title="softmax の重み", scale=alt.Scale(domain=[0, 1.05])),
+            tooltip=[alt.Tooltip("key:O", title="キー"), alt.Tooltip(f"{field}:Q", title="重み", format=".3f")])
+        panels.append(alt.layer(bars, uniform).properties(width=width, height=150, title=alt.Title(name, fontSize=12)))
+    line = _state_line(base.transform_aggregate(P0="max(p0)", P1="max(p1)"),
+                       "'d_k = ' + dk + '：最大の重み　割らない ' + format(datum.P0, '.2f')"
+                       " + '　√d_k で割る ' + format(datum.P1, '.2f')")
+    return Figure(alt.vconcat(line, alt.hconcat(*panels, spacing=20), spacing=6, data=alt.Data(values=rows))
+                  .add_params(param)
+                  .properties(usermeta={"mixbook": {"kind": "softmax_scale"}},
+                              title=alt.Title("同じクエリとキーの、スケールだけが違う二つの softmax")))
+
+
+def softmax_scale_state(chart: Any, *, d_k: int) -> dict[str, Any]:
+    """The weights :func:`softmax_scale_chart` draws for ``d_k``, computed with NumPy from the embedded scores."""
+    (rows,) = chart_datasets(chart).values()
+    s = np.array([r["s"] for r in sorted((r for r in rows if r["d"] == d_k), key=lambda r: r["key"])])
+    if not len(s):
+        raise ValueError(f"the chart holds no scores for d_k={d_k}.")
+    raw, scaled = _softmax(s), _softmax(s / np.sqrt(d_k))
+    return {"raw": raw, "scaled": scaled, "max_raw": float(raw.max()), "max_scaled": float(scaled.max())}
+
+
+# -- chapter 6: the sinusoidal position encoding, computed by the chart from its formula ----------------------------
+
+def _check_pe(n_positions: int, d_model: int) -> None:
+    if not isinstance(n_positions, (int, np.integer)) or n_positions < 2:
+        raise ValueError(f"n_positions must be an int >= 2, got {n_positions!r}.")
+    if not isinstance(d_model, (int, np.integer)) or d_model < 2 or d_model % 2:
+        raise ValueError(f"d_model must be a positive even int (sines and cosines come in pairs), got {d_model!r}.")
+
+
+def _pe_value(pos: str, dim: str, d_model: int, base: float) -> str:
+    """Vega expression: PE[pos, dim] (sin for an even dimension, cos for an odd one, as the paper)."""
+    angle = f"({pos}) * pow({base}, -(({dim}) - ({dim}) % 2) / {d_model})"
+    return f"(({dim}) % 2 == 0 ? sin({angle}) : cos({angle}))"
+
+
+def _pe(n_positions: int, d_model: int, base: float) -> np.ndarray:
+    from .transformer import sinusoidal_positions
+
+    return sinusoidal_positions(int(n_positions), int(d_model), base=base).double().numpy()
+
+
+def pe_dot_chart(n_positions: int, d_model: int, *, delta: int = 5, base: float = 10000.0, width: int = 250) -> Figure:
+    """The dot products PE[pos]·PE[pos+δ] of the sinusoidal position encoding, for a difference δ on a slider.
+
+    Three panels: PE[0]·PE[δ'] against every difference δ' (the chosen δ marked), PE[pos]·PE[pos+δ]
+    for every pos (a flat line: it does not depend on pos), and the contribution of each dimension
+    pair i to PE[0]·PE[δ] (sin·sin + cos·cos of pair i, which is cos(ω_i δ)). The chart embeds no
+    data: it computes every PE value from the formula and every dot product as a sum over dimension
+    pairs; :func:`pe_dot_state` computes the same from :func:`mixlib.course.transformer.sinusoidal_positions`.
+    """
+    alt = _alt()
+    _check_pe(n_positions, d_model)
+    delta = _check_index("delta", delta, n_positions)
+    half = d_model // 2
+    param = alt.param(name="delta", value=delta, bind=alt.binding_range(min=0, max=n_positions - 1, step=1, name="差 δ "))
+    # one row per (a, b, i): the two positions' pair-i term sin(aω)sin(bω) + cos(aω)cos(bω)
+    w = f"pow({base}, -2 * datum.i / {d_model})"
+    term = f"sin(datum.a * {w}) * sin(datum.b * {w}) + cos(datum.a * {w}) * cos(datum.b * {w})"
+
+    def pairs(a: str, b: str, keep: str = "true") -> Any:
+        return (alt.Chart(alt.sequence(0, n_positions, as_="p"))
+                .transform_calculate(a=a, b=b).transform_filter(keep)
+                .transform_calculate(i=f"sequence(0, {half})").transform_flatten(["i"])
+                .transform_calculate(t=term))
+
+    by_diff = pairs("0", "datum.p").transform_aggregate(dot="sum(t)", groupby=["p"])
+    curve = by_diff.mark_line(color="#4c72b0").encode(x=alt.X("p:Q", title="位置の差 δ'"), y=alt.Y("dot:Q", title="内積"))
+    mark = by_diff.transform_filter("datum.p == delta").mark_point(color="#d62728", filled=True, size=70).encode(x="p:Q", y="dot:Q")
+    left = alt.layer(curve, mark).properties(width=width, height=140, title=alt.Title("PE[0]·PE[δ']（選んだ δ は赤）", fontSize=12))
+    along = pairs("datum.p", "datum.p + delta", f"datum.p + delta < {n_positions}").transform_aggregate(dot="sum(t)", groupby=["p"])
+    mid = (along.mark_line(color="#d62728", point=alt.OverlayMarkDef(size=12)).encode(
+        x=alt.X("p:Q", title="pos", scale=alt.Scale(domain=[0, n_positions - 1])),
+        y=alt.Y("dot:Q", title="内積", scale=alt.Scale(domain=[-half, half + 1])))
+        .properties(width=width, height=140, title=alt.Title("選んだ δ での PE[pos]·PE[pos+δ]", fontSize=12)))
+    contrib = pairs("0", "delta", "datum.p == 0")
+    right = (contrib.mark_bar(color="#55a868").encode(
+        x=alt.X("i:O", title="次元の組 i", axis=alt.Axis(labelExpr=f"datum.value % {max(1, half // 8)} == 0 ? datum.value : ''",
+                                                         labelAngle=0)),
+        y=alt.Y("t:Q", title="寄与", scale=alt.Scale(domain=[-1.1, 1.1])),
+        tooltip=[alt.Tooltip("i:O", title="組 i"), alt.Tooltip("t:Q", title="寄与", format=".3f")])
+        .properties(width=2 * width + 60, height=110, title=alt.Title("組 i ごとの寄与（PE[0]·PE[δ] の次元 2i, 2i+1 の 2 項の和）", fontSize=12)))
+    summary = along.transform_aggregate(lo="min(dot)", hi="max(dot)", n="count()")
+    line = _state_line(summary, "'δ = ' + delta + '：PE[pos]·PE[pos+δ] は ' + datum.n + ' 組で 最小 ' + format(datum.lo, '.3f')"
+                                " + '・最大 ' + format(datum.hi, '.3f')")
+    total = _state_line(contrib.transform_aggregate(s="sum(t)"), "'組ごとの寄与の和 ' + format(datum.s, '.3f') + '（= PE[0]·PE[δ]）'",
+                        color="#2f6b3a")
+    return Figure(alt.vconcat(line, alt.hconcat(left, mid, spacing=24), total, right, spacing=6)
+                  .add_params(param)
+                  .properties(usermeta={"mixbook": {"kind": "pe_dot", "n_positions": int(n_positions), "d_model": int(d_model),
+                                                    "base": float(base)}},
+                              title=alt.Title(f"位置符号化の内積は位置の差 δ だけで決まる（{n_positions} 位置 × {d_model} 次元）")))
+
+
+def pe_dot_state(n_positions: int, d_model: int, *, delta: int, base: float = 10000.0) -> dict[str, Any]:
+    """What :func:`pe_dot_chart` shows for ``delta``, from the library's position encoding."""
+    _check_pe(n_positions, d_model)
+    pe = _pe(n_positions, d_model, base)
+    along = np.einsum("pd,pd->p", pe[: n_positions - delta], pe[delta:])
+    pair = pe[0, 0::2] * pe[delta, 0::2] + pe[0, 1::2] * pe[delta, 1::2]
+    return {"by_diff": pe[0] @ pe.T, "along": along, "pair": pair, "lo": float(along.min()), "hi": float(along.max()),
+            "n": len(along), "sum": float(pair.sum())}
+
+
+def pe_position_chart(n_positions: int, d_model: int, *, pos: int = 10, dim: int = 6, base: float = 10000.0) -> Figure:
+    """The position encoding as a heatmap, with one position's vector PE[pos] and one dimension's wave PE[:, dim].
+
+    Two sliders choose the position (green) and the dimension (orange); the line above names the
+    dimension's function (sin / cos), its wavelength and the value PE[pos, dim]. The chart computes
+    every value from the formula; :func:`pe_position_state` reads them from the library's encoding.
+    """
+    alt = _alt()
+    _check_pe(n_positions, d_model)
+    pos = _check_index("pos", pos, n_positions)
+    dim = _check_index("dim", dim, d_model)
+    params = [alt.param(name="pos", value=pos, bind=alt.binding_range(min=0, max=n_positions - 1, step=1, name="位置 ")),
+              alt.param(name="dim", value=dim, bind=alt.binding_range(min=0, max=d_model - 1, step=1, name="次元 "))]
+    value = _pe_value("datum.p", "datum.j", d_model, base)
+    grid = (alt.Chart(alt.sequence(0, n_positions, as_="p"))
+            .transform_calculate(j=f"sequence(0, {d_model})").transform_flatten(["j"]).transform_calculate(v=value))
+    cell = max(1, min(4, 256 // max(n_positions, d_model)))
+    heat = grid.mark_rect().encode(
+        x=alt.X("j:O", title="次元", axis=None), y=alt.Y("p:O", title="位置", axis=None),
+        color=alt.Color("v:Q", scale=alt.Scale(scheme="redblue", domain=[1, -1]), legend=None))
+    rules = alt.Chart(alt.Data(values=[{}]))
+    heat = alt.layer(heat, rules.mark_rule(color="#2ca02c", strokeWidth=2).encode(y=alt.datum(alt.ExprRef("pos"), type="ordinal")),
+                     rules.mark_rule(color="#ff7f0e", strokeWidth=2).encode(x=alt.datum(alt.ExprRef("dim"), type="ordinal"))
+                     ).properties(width=alt.Step(cell), height=alt.Step(cell),
+                                  title=alt.Title("PE（緑：位置、橙：次元）", fontSize=12, subtitle="横：次元、縦：位置"))
+    every = max(1, d_model // 8)
+    vec = grid.transform_filter("datum.p == pos").mark_bar().encode(
+        x=alt.X("j:O", title="次元", axis=alt.Axis(labelExpr=f"datum.value % {every} == 0 ? datum.value : ''", labelAngle=0, ticks=False)),
+        y=alt.Y("v:Q", title="値", scale=alt.Scale(domain=[-1.1, 1.1])),
+        color=alt.condition("datum.j == dim", alt.value("#ff7f0e"), alt.value("#2ca02c")),
+        tooltip=[alt.Tooltip("j:O", title="次元"), alt.Tooltip("v:Q", title="値", format=".3f")],
+    ).properties(width=300, height=100, title=alt.Title("選んだ位置のベクトル PE[pos]", fontSize=12))
+    wave_rows = grid.transform_filter("datum.j == dim")
+    wave = alt.layer(
+        wave_rows.mark_line(color="#ff7f0e").encode(x=alt.X("p:Q", title="位置", scale=alt.Scale(domain=[0, n_positions - 1])),
+                                                    y=alt.Y("v:Q", title="値", scale=alt.Scale(domain=[-1.1, 1.1]))),
+        wave_rows.transform_filter("datum.p == pos").mark_point(color="#2ca02c", filled=True, size=70).encode(x="p:Q", y="v:Q"),
+    ).properties(width=300, height=100, title=alt.Title("選んだ次元の波 PE[:, dim]", fontSize=12))
+    line = _state_line(grid.transform_filter("datum.p == pos && datum.j == dim"),
+                       f"'位置 ' + pos + '・次元 ' + dim + '（' + (dim % 2 == 0 ? 'sin' : 'cos') + '、波長 '"
+                       f" + format(2 * PI * pow({base}, (dim - dim % 2) / {d_model}), '.1f') + '）：値 ' + format(datum.v, '.3f')")
+    return Figure(alt.vconcat(line, alt.hconcat(heat, alt.vconcat(vec, wave, spacing=10), spacing=24), spacing=6)
+                  .add_params(*params)
+                  .properties(usermeta={"mixbook": {"kind": "pe_position", "n_positions": int(n_positions), "d_model": int(d_model),
+                                                    "base": float(base)}},
+                              title=alt.Title(f"位置符号化 PE（{n_positions} 位置 × {d_model} 次元）：位置のベクトルと次元の波")))
+
+
+def pe_position_state(n_positions: int, d_model: int, *, pos: int, dim: int, base: float = 10000.0) -> dict[str, Any]:
+    """What :func:`pe_position_chart` shows for (pos, dim), from the library's position encoding."""
+    _check_pe(n_positions, d_model)
+    pe = _pe(n_positions, d_model, base)
+    return {"vector": pe[pos], "wave": pe[:, dim], "value": float(pe[pos, dim]), "kind": "sin" if dim % 2 == 0 else "cos",
+            "wavelength": float(2 * np.pi * base ** ((dim - dim % 2) / d_model))}
+
+
+# -- chapter 4: the fixed-size bottleneck of an encoder-decoder ------------------------------------------------------
+
+def bottleneck_chart(accuracy: Any, examples: Mapping[int, tuple[str, str]], *, hidden: int, length: int | None = None,
+                     chance: float | None = None, width: int = 560) -> Figure:
+    """For an input length on a slider: one example's characters all funnelled into c, and the accuracy at that length.
+
+    ``accuracy``: a table with columns ``length``, ``accuracy`` (exact match) and ``char_accuracy``
+    (e.g. :func:`mixlib.course.seq2seq.accuracy_by_length`); ``examples`` maps each length to
+    ``(source, output)``: an input of that length and what the model decoded from it. The upper panel
+    draws the input characters, the one vector c of ``hidden`` dimensions they all pass through, and the
+    output with each character blue where it is right and red where it is wrong; the lower panel both
+    accuracies against length, the chosen length marked (``chance``: a dotted line).
+    """
+    alt = _alt()
+    table = {int(r.length): (float(r.accuracy), float(r.char_accuracy)) for r in accuracy.itertuples()}
+    lengths = sorted(table)
+    if not lengths:
+        raise ValueError("accuracy is empty: give a row per length (columns length, accuracy, char_accuracy).")
+    missing = [L for L in lengths if L not in examples]
+    if missing:
+        raise ValueError(f"examples has no (source, output) for the lengths {missing}: give one example per length.")
+    for L in lengths:
+        if len(examples[L][0]) != L:
+            raise ValueError(f"examples[{L}] has a source of {len(examples[L][0])} characters, not {L}.")
+    length = lengths[len(lengths) // 2] if length is None else _check_index("length", length, max(lengths) + 1)
+    if length not in table:
+        raise ValueError(f"length={length} is not one of the measured lengths {lengths[0]}..{lengths[-1]}.")
+    span = max(lengths) + 1  # the widest output: L characters and <eos> (drawn as the end of the row)
+    rows: list[dict[str, Any]] = []
+    for L in lengths:
+        source, output = examples[L]
+        target = source[::-1]
+        rows.append({"kind": "acc", "L": L, "acc": round(table[L][0], 4), "char": round(table[L][1], 4),
+                     "src": source, "out": output, "exact": output == target})
+        rows += [{"kind": "in", "L": L, "i": i, "ch": ch} for i, ch in enumerate(source)]
+        rows += [{"kind": "out", "L": L, "i": i, "ch": ch, "ok": i < len(target) and target[i] == ch} for i, ch in enumerate(output)]
+    param = alt.param(name="length", value=length,
+                      bind=alt.binding_range(min=lengths[0], max=lengths[-1], step=1, name="入力の長さ "))
+    x = alt.X("x:Q", scale=alt.Scale(domain=[-2.2, span]), axis=None)
+    y = alt.Y("y:Q", scale=alt.Scale(domain=[-0.6, 2.6]), axis=None)
+    cells = (alt.Chart().transform_filter("datum.L == length && (datum.kind == 'in' || datum.kind == 'out')")
+             .transform_calculate(x=f"datum.i + ({span} - length) / 2", y="datum.kind == 'in' ? 2 : 0"))
+    color = alt.condition("datum.kind == 'in' || datum.ok", alt.value("#4c72b0"), alt.value("#c44e52"))
+    boxes = cells.mark_square(size=170, filled=False, strokeWidth=1).encode(x=x, y=y, color=color)
+    chars = cells.mark_text(fontSize=11, fontWeight="bold").encode(x=x, y=y, text="ch:N", color=color)
+    c_x = (span - 1) / 2
+    funnel = cells.transform_calculate(x2=str(c_x), y2="1").mark_rule(color="#bbbbbb", strokeWidth=0.7).encode(
+        x=x, y=alt.Y("y1:Q", scale=alt.Scale(domain=[-0.6, 2.6]), axis=None), x2="x2:Q", y2="y2:Q"
+    ).transform_calculate(y1="datum.kind == 'in' ? 1.8 : 0.2")
+    c_box = alt.Chart(alt.Data(values=[{"x": c_x, "y": 1, "t": f"c（{hidden} 次元）"}]))
+    c_marks = [c_box.mark_point(shape="square", size=1400, filled=True, color="#8a2f86", opacity=0.9).encode(x=x, y=y),
+               c_box.mark_text(color="white", fontSize=10, fontWeight="bold").encode(x=x, y=y, text=alt.value("c")),
+               c_box.mark_text(align="left", dx=26, fontSize=11, color="#8a2f86").encode(x=x, y=y, text="t:N")]
+    side = alt.Chart(alt.Data(values=[{"x": -2.2, "y": 2, "t": "入力"}, {"x": -2.2, "y": 0, "t": "出力"}])).mark_text(
+        align="left", fontSize=11, color="#555555").encode(x=x, y=y, text="t:N")
+    diagram = alt.layer(funnel, boxes, chars, *c_marks, side).properties(width=width, height=130)
+    curve = alt.Chart().transform_filter("datum.kind == 'acc'").transform_fold(["acc", "char"], as_=["m", "v"]).transform_calculate(
+        name="datum.m == 'acc' ? '完全一致' : '文字ごと'")
+    lines = curve.mark_line(point=alt.OverlayMarkDef(size=18)).encode(
+        x=alt.X("L:Q", title="入力の長さ", scale=alt.Scale(domain=[lengths[0], lengths[-1]], nice=False)),
+        y=alt.Y("v:Q", title="正解率", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("name:N", title=None, scale=alt.Scale(domain=["完全一致", "文字ごと"], range=["#4c72b0", "#dd8452"]),
+                        legend=alt.Legend(orient="bottom", direction="horizontal")),
+        tooltip=[alt.Tooltip("L:Q", title="長さ"), alt.Tooltip("name:N", title="指標"), alt.Tooltip("v:Q", title="正解率", format=".2f")])
+    here = curve.transform_filter("datum.L == length").mark_point(size=120, filled=True, color="#d62728").encode(x="L:Q", y="v:Q")
+    layers = [lines, here]
+    if chance is not None:
+        layers.append(alt.Chart().mark_rule(color="#888888", strokeDash=[2, 2]).encode(y=alt.datum(float(chance))))
+    plot = alt.layer(*layers).properties(width=width, height=150)
+    line = _state_line(alt.Chart().transform_filter("datum.kind == 'acc' && datum.L == length"),
+                       f"'長さ ' + length + '：完全一致 ' + format(datum.acc, '.2f') + '、文字ごと ' + format(datum.char, '.2f')"
+                       f" + '（c は長さによらず {hidden} 次元）　この例は ' + (datum.exact ? '正解' : '誤り')")
+    return Figure(alt.vconcat(line, diagram, plot, spacing=6, data=alt.Data(values=rows))
+                  .add_params(param)
+                  .properties(usermeta={"mixbook": {"kind": "bottleneck", "hidden": int(hidden)}},
+                              title=alt.Title("長さを変えても、デコーダに渡るのは同じ大きさの c だけ",
+                                              subtitle="上：一つの例（出力の青は正しい文字、赤は誤り）　下：長さごとの正解率（赤：選んだ長さ"
+                                                       + ("、点線：偶然の値）" if chance is not None else "）"))))
+
+
+def bottleneck_state(chart: Any, *, length: int) -> dict[str, Any]:
+    """What :func:`bottleneck_chart` shows for ``length``: both accuracies, the example and whether it is right."""
+    (rows,) = chart_datasets(chart).values()
+    (acc,) = [r for r in rows if r["kind"] == "acc" and r["L"] == length]
+    return {"accuracy": acc["acc"], "char_accuracy": acc["char"], "source": acc["src"], "output": acc["out"],
+            "exact": acc["out"] == acc["src"][::-1]}
+
+
+# -- chapter 5: what the decoder attends to ---------------------------------------------------------------------------
+
+def _key(i: str, text: str) -> str:
+    """Vega expression: an ordered axis key "<2-digit index>|<text>" (the axis shows only the text)."""
+    return f"(({i}) < 10 ? '0' : '') + ({i}) + '|' + ({text})"
+
+
+def alignment_chart(examples: Mapping[int, Sequence[tuple[str, str, Any]]], *, length: int | None = None, example: int = 0,
+                    step: int | None = None) -> Figure:
+    """The attention weights a(t, s) of a decoder, as a heatmap, for an input length and an example on sliders.
+
+    ``examples`` maps each input length to a list (the same number for every length) of
+    ``(source, output, weights)``: an input, the model's output and its weights, shape
+    ``(len(output) + 1, len(source))`` (a row per output character and one for ``<eos>``; fewer rows if
+    decoding stopped early). The line above names, over the output steps t < L, how often the largest
+    weight is on the corresponding input position S - t (0-based: L - 1 - t) and how often one to its
+    right; :func:`alignment_state` computes the same from the embedded weights.
+    """
+    alt = _alt()
+    lengths = sorted(int(L) for L in examples)
+    if not lengths:
+        raise ValueError("examples is empty: give, per input length, a list of (source, output, weights).")
+    n_ex = {len(examples[L]) for L in lengths}
+    if len(n_ex) != 1 or min(n_ex) < 1:
+        raise ValueError("every length needs the same number (at least 1) of examples.")
+    n_ex = min(n_ex)
+    length = lengths[-1] if length is None else int(length)
+    if length not in lengths:
+        raise ValueError(f"length={length} is not one of the given lengths {lengths}.")
+    example = _check_index("example", example, n_ex)
+    rows: list[dict[str, Any]] = []
+    for L in lengths:
+        for e, (source, output, weights) in enumerate(examples[L]):
+            w = np.asarray(weights, dtype=float)
+            if len(source) != L or w.ndim != 2 or w.shape[1] != L or not 1 <= w.shape[0] <= len(output) + 1:
+                raise ValueError(f"examples[{L}][{e}]: the source has {len(source)} characters and the weights shape "
+                                 f"{w.shape}; want a source of {L} characters and weights of shape (<= {len(output) + 1}, {L}).")
+            rows.append({"kind": "ex", "L": L, "e": e, "src": source, "out": output, "exact": output == source[::-1]})
+            ys = list(output) + ["<eos>"]
+            rows += [{"kind": "w", "L": L, "e": e, "t": t, "y": ys[t], "src": source, "w": _round(w[t], 3)} for t in range(w.shape[0])]
+    step = step or max(8, min(16, 480 // lengths[-1]))
+    params = [alt.param(name="length", value=length, bind=alt.binding_range(min=lengths[0], max=lengths[-1], step=1, name="長さ ")),
+              alt.param(name="example", value=example, bind=alt.binding_range(min=0, max=n_ex - 1, step=1, name="例の番号 "))]
+    here = "datum.L == length && datum.e == example"
+    cells = (alt.Chart().transform_filter(f"datum.kind == 'w' && {here}")
+             .transform_flatten(["w"], as_=["a"])
+             .transform_window(n="row_number()", groupby=["t"])
+             .transform_calculate(s="datum.n - 1")
+             .transform_calculate(xk=_key("datum.s", "substring(datum.src, datum.s, datum.s + 1)"), yk=_key("datum.t", "datum.y")))
+    label = "slice(datum.value, 3)"
+    heat = cells.mark_rect().encode(
+        x=alt.X("xk:O", title="入力", axis=alt.Axis(labelExpr=label, labelAngle=0, orient="top")),
+        y=alt.Y("yk:O", title="出力", axis=alt.Axis(labelExpr=label)),
+        color=alt.Color("a:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title="重み", legend=alt.Legend(gradientLength=120)),
+        tooltip=[alt.Tooltip("y:N", title="出力"), alt.Tooltip("s:Q", title="入力の位置（0 始まり）"), alt.Tooltip("a:Q", title="重み", format=".3f")],
+    ).properties(width=alt.Step(step), height=alt.Step(step))
+    tops = (cells.transform_filter("datum.t < datum.L").transform_joinaggregate(top="max(a)", groupby=["t"])
+            .transform_filter("datum.a == datum.top")
+            .transform_calculate(on="datum.s == datum.L - 1 - datum.t ? 1 : 0", right="datum.s == datum.L - datum.t ? 1 : 0")
+            .transform_aggregate(on="max(on)", right="max(right)", groupby=["t"])
+            .transform_aggregate(on="sum(on)", right="sum(right)", steps="count()"))
+    line = _state_line(tops, "'長さ ' + length + '・例 ' + example + '：重みが最大の入力は、' + datum.steps + ' ステップ中 対応する位置に '"
+                             " + datum.on + '、一つ右に ' + datum.right")
+    verdict = _state_line(alt.Chart().transform_filter(f"datum.kind == 'ex' && {here}"),
+                          "'入力 ' + datum.src + ' → 出力 ' + datum.out + '（' + (datum.exact ? '正解' : '誤り') + '）'", color="#555555")
+    return Figure(alt.vconcat(line, verdict, heat, spacing=4, data=alt.Data(values=rows))
+                  .add_params(*params)
+                  .properties(usermeta={"mixbook": {"kind": "alignment"}},
+                              title=alt.Title("注意の重み a(t, s)：縦が出力、横が入力（明るいほど大きい）")))
+
+
+def alignment_state(chart: Any, *, length: int, example: int) -> dict[str, Any]:
+    """What :func:`alignment_chart` shows for (length, example), computed with NumPy from the embedded weights.
+
+    ``on`` / ``right``: over the output steps t < L, how many have their largest weight (ties count) on
+    the corresponding input position L - 1 - t / one to its right.
+    """
+    (rows,) = chart_datasets(chart).values()
+    (ex,) = [r for r in rows if r["kind"] == "ex" and r["L"] == length and r["e"] == example]
+    w = np.array([r["w"] for r in sorted((r for r in rows if r["kind"] == "w" and r["L"] == length and r["e"] == example),
+                                          key=lambda r: r["t"])])
+    steps = w[:length]
+    top = steps.max(axis=1)
+    t = np.arange(len(steps))
+    on = steps[t, length - 1 - t] == top
+    right = np.array([length - t_ < length and steps[t_, length - t_] == top[t_] for t_ in t])
+    return {"weights": w, "source": ex["src"], "output": ex["out"], "exact": ex["exact"], "steps": len(steps),
+            "on": int(on.sum()), "right": int(right.sum())}

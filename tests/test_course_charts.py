@@ -1,0 +1,115 @@
+"""The kernel-free charts of Parts I-IV (mixlib.course.charts): what they embed, and their Python states.
+
+The browser check (.ci/check_charts.py) compares what each chart draws with the
+``*_state`` functions; here those functions are checked against independent
+computations (closed forms, NumPy), and the builders' arguments are checked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mixlib.course import charts
+from mixlib.interactive import chart_datasets
+
+
+def test_softmax_scale_chart_embeds_the_scores_and_its_state_is_the_two_softmaxes():
+    g = np.random.default_rng(0)
+    scores = {d: g.normal(size=10) * np.sqrt(d) for d in (1, 16, 256)}
+    chart = charts.softmax_scale_chart(scores, d_k=16)
+    spec = chart.to_dict()
+    assert spec["usermeta"]["mixbook"]["kind"] == "softmax_scale"
+    assert [p["value"] for p in spec["params"]] == [16]
+    (rows,) = chart_datasets(spec).values()
+    assert len(rows) == 30
+    for d, s in scores.items():
+        st = charts.softmax_scale_state(spec, d_k=d)
+        for got, z in ((st["raw"], s), (st["scaled"], s / np.sqrt(d))):
+            want = np.exp(z) / np.exp(z).sum()
+            np.testing.assert_allclose(got, want, atol=1e-4)
+        assert st["max_raw"] == pytest.approx(st["raw"].max())
+    # a larger d_k sharpens the unscaled softmax; scaling keeps it spread (this seed)
+    assert charts.softmax_scale_state(spec, d_k=256)["max_raw"] > charts.softmax_scale_state(spec, d_k=256)["max_scaled"]
+
+
+def test_softmax_scale_chart_checks_its_arguments():
+    with pytest.raises(ValueError, match="not one of"):
+        charts.softmax_scale_chart({4: [1.0, 2.0]}, d_k=8)
+    with pytest.raises(ValueError, match="same number"):
+        charts.softmax_scale_chart({4: [1.0, 2.0], 8: [1.0, 2.0, 3.0]})
+    with pytest.raises(ValueError, match="positive d_k"):
+        charts.softmax_scale_chart({})
+    with pytest.raises(ValueError, match="no scores"):
+        charts.softmax_scale_state(charts.softmax_scale_chart({4: [1.0, 2.0]}).to_dict(), d_k=5)
+
+
+@pytest.mark.parametrize("n, d", [(16, 8), (64, 64)])
+def test_pe_dot_state_is_the_closed_form(n, d):
+    omega = 10000.0 ** (-np.arange(0, d, 2) / d)  # (d/2,)
+    for delta in (0, 3, n - 1):
+        s = charts.pe_dot_state(n, d, delta=delta)
+        np.testing.assert_allclose(s["pair"], np.cos(omega * delta), atol=1e-6)
+        np.testing.assert_allclose(s["along"], np.cos(omega * delta).sum(), atol=1e-5)  # the same for every pos
+        assert s["n"] == n - delta and s["sum"] == pytest.approx(s["along"][0])
+        np.testing.assert_allclose(s["by_diff"], np.cos(np.outer(np.arange(n), omega)).sum(axis=1), atol=1e-5)
+
+
+def test_pe_position_state_is_the_formula():
+    n, d = 32, 16
+    for pos, dim in ((0, 0), (10, 6), (31, 15), (5, 1)):
+        s = charts.pe_position_state(n, d, pos=pos, dim=dim)
+        angle = pos / 10000.0 ** ((dim - dim % 2) / d)
+        assert s["value"] == pytest.approx(np.sin(angle) if dim % 2 == 0 else np.cos(angle), abs=1e-6)
+        assert s["kind"] == ("sin" if dim % 2 == 0 else "cos")
+        assert s["wavelength"] == pytest.approx(2 * np.pi * 10000.0 ** ((dim - dim % 2) / d))
+        assert s["vector"].shape == (d,) and s["wave"].shape == (n,)
+
+
+def test_pe_charts_embed_no_data_and_carry_their_sizes():
+    for fig in (charts.pe_dot_chart(32, 16, delta=4), charts.pe_position_chart(32, 16, pos=3, dim=5)):
+        spec = fig.to_dict()
+        assert not chart_datasets(spec)  # every value is computed by the chart from the formula
+        meta = spec["usermeta"]["mixbook"]
+        assert (meta["n_positions"], meta["d_model"], meta["base"]) == (32, 16, 10000.0)
+    with pytest.raises(ValueError, match="even"):
+        charts.pe_dot_chart(32, 15)
+    with pytest.raises(ValueError, match="delta=32"):
+        charts.pe_dot_chart(32, 16, delta=32)
+    with pytest.raises(ValueError, match="dim=16"):
+        charts.pe_position_chart(32, 16, dim=16)
+    with pytest.raises(ValueError, match="n_positions"):
+        charts.pe_position_state(1, 16, pos=0, dim=0)
+
+
+def _accuracy_table(lengths):
+    import pandas as pd
+
+    return pd.DataFrame({"length": lengths, "accuracy": np.linspace(1, 0, len(lengths)),
+                         "char_accuracy": np.linspace(1, 0.3, len(lengths))})
+
+
+def test_bottleneck_chart_embeds_each_lengths_example_and_accuracy():
+    lengths = [3, 4, 5]
+    examples = {3: ("abc", "cba"), 4: ("abcd", "dcxa"), 5: ("abcde", "edc")}
+    spec = charts.bottleneck_chart(_accuracy_table(lengths), examples, hidden=16, length=4, chance=0.1).to_dict()
+    assert spec["usermeta"]["mixbook"] == {"kind": "bottleneck", "hidden": 16}
+    (rows,) = chart_datasets(spec).values()
+    for L, (source, output) in examples.items():
+        s = charts.bottleneck_state(spec, length=L)
+        assert (s["source"], s["output"], s["exact"]) == (source, output, output == source[::-1])
+        outs = sorted((r for r in rows if r["kind"] == "out" and r["L"] == L), key=lambda r: r["i"])
+        # a character is right where it equals the reversed source at its position
+        assert [r["ok"] for r in outs] == [i < L and source[::-1][i] == ch for i, ch in enumerate(output)]
+        assert "".join(r["ch"] for r in rows if r["kind"] == "in" and r["L"] == L) == source
+    assert charts.bottleneck_state(spec, length=5)["accuracy"] == 0.0
+
+
+def test_bottleneck_chart_checks_its_arguments():
+    acc = _accuracy_table([3, 4])
+    with pytest.raises(ValueError, match=r"no \(source, output\) for the lengths \[4\]"):
+        charts.bottleneck_chart(acc, {3: ("abc", "cba")}, hidden=8)
+    with pytest.raises(ValueError, match="not 4"):
+        charts.bottleneck_chart(acc, {3: ("abc", "cba"), 4: ("abc", "cba")}, hidden=8)
+    with pytest.raises(ValueError, match="not one of the measured lengths"):
+        charts.bottleneck_chart(acc, {3: ("abc", "cba"), 4: ("abcd", "dcba")}, hidden=8, length=2)
