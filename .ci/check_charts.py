@@ -110,6 +110,10 @@ def expected_text(spec: dict, state: dict) -> str:
         s = course_charts.bottleneck_state(spec, length=L)
         return (f"長さ {L}：完全一致 {s['accuracy']:.2f}、文字ごと {s['char_accuracy']:.2f}（c は長さによらず {meta['hidden']} 次元）"
                 f"　この例は {'正解' if s['exact'] else '誤り'}")
+    if kind == "alignment":
+        L, e = int(state["length"]), int(state["example"])
+        s = course_charts.alignment_state(spec, length=L, example=e)
+        return f"長さ {L}・例 {e}：重みが最大の入力は、{s['steps']} ステップ中 対応する位置に {s['on']}、一つ右に {s['right']}"
     raise ValueError(f"unknown chart kind {kind!r} (usermeta.mixbook.kind)")
 
 

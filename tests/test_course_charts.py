@@ -113,3 +113,42 @@ def test_bottleneck_chart_checks_its_arguments():
         charts.bottleneck_chart(acc, {3: ("abc", "cba"), 4: ("abc", "cba")}, hidden=8)
     with pytest.raises(ValueError, match="not one of the measured lengths"):
         charts.bottleneck_chart(acc, {3: ("abc", "cba"), 4: ("abcd", "dcba")}, hidden=8, length=2)
+
+
+def _alignment_examples(lengths, n_ex=2, seed=0):
+    g = np.random.default_rng(seed)
+    out = {}
+    for L in lengths:
+        out[L] = []
+        for e in range(n_ex):
+            src = "".join(g.choice(list("abcd"), L))
+            dec = src[::-1] if e == 0 else src[::-1][:-1]  # example 1 stops one character early
+            w = g.dirichlet(np.ones(L), size=len(dec) + 1)  # (output characters and <eos>, S), rows sum to 1
+            if e == 0:  # the corresponding position wins at every step
+                w[np.arange(L), L - 1 - np.arange(L)] += 2.0
+            out[L].append((src, dec, w / w.sum(1, keepdims=True)))
+    return out
+
+
+def test_alignment_chart_embeds_the_weights_and_its_state_counts_the_maxima():
+    examples = _alignment_examples([3, 5])
+    spec = charts.alignment_chart(examples, length=5, example=1).to_dict()
+    assert spec["usermeta"]["mixbook"]["kind"] == "alignment"
+    for L, exs in examples.items():
+        for e, (src, out, w) in enumerate(exs):
+            s = charts.alignment_state(spec, length=L, example=e)
+            np.testing.assert_allclose(s["weights"], w, atol=5e-4)
+            assert (s["source"], s["output"], s["exact"], s["steps"]) == (src, out, e == 0, L)
+            top = s["weights"][:L].argmax(1)
+            assert s["on"] == int((top == L - 1 - np.arange(L)).sum())  # no ties in random weights
+            assert s["right"] == int((top == L - np.arange(L)).sum())
+    assert charts.alignment_state(spec, length=5, example=0)["on"] == 5
+
+
+def test_alignment_state_counts_ties_for_both_positions():
+    # (T, S): step 0 ties on s = 1, 2 (its own position is 2; no position right of it); step 1 ties on its own
+    # position 1 and the one to its right, 2; step 2 is on its own position 0
+    w = np.array([[0.0, 0.5, 0.5], [0.0, 0.5, 0.5], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    spec = charts.alignment_chart({3: [("abc", "cba", w)]}).to_dict()
+    s = charts.alignment_state(spec, length=3, example=0)
+    assert (s["on"], s["right"], s["steps"]) == (3, 1, 3)

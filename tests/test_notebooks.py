@@ -51,8 +51,8 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 #: tagged needs-kernel (the site shows one line instead of dead controls). Parts I-IV follow in a later issue.
 #: chapters whose widgets still wait for a kernel-free form (issue 24); in every other chapter a widget must be in a
 #: cell tagged needs-kernel (it needs what the reader types, or a model run on it)
-WIDGETS_TO_CONVERT = {"02_distributional", "04_seq2seq", "05_attention", "07_chihayafuru"}
-KERNEL_FREE = {"00_environment", "01_vectors_cosine", "06_transformer", "09_sentence_vectors", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"}
+WIDGETS_TO_CONVERT = {"02_distributional", "07_chihayafuru"}
+KERNEL_FREE = {"00_environment", "01_vectors_cosine", "04_seq2seq", "05_attention", "06_transformer", "09_sentence_vectors", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"}
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #: what matplotlib warns when a glyph is missing ("Glyph 8722 (...) missing from font(s) IPAexGothic.")
 FONT_WARNING = "missing from font"

@@ -15,6 +15,8 @@ given state (the unit tests and the site's browser check compare the two).
   dimension's wave in the position encoding.
 * :func:`alignment_chart` -- chapter 5: the attention weights of a trained
   model, for each input length and example.
+* :func:`errors_chart` -- chapter 7: the lower phrases a model generated
+  wrong, right characters in blue and wrong ones in red, for every epoch.
 * :func:`bottleneck_chart` -- chapter 4: for each input length, one example
   squeezed through the fixed-size vector c, and the accuracy at that length.
 """
@@ -29,6 +31,8 @@ import numpy as np
 from ..interactive import Figure, _alt, _check_index, _round, _state_line, chart_datasets
 
 __all__ = [
+    "errors_chart",
+    "errors_state",
     "alignment_chart",
     "alignment_state",
     "bottleneck_chart",
@@ -418,3 +422,82 @@ def alignment_state(chart: Any, *, length: int, example: int) -> dict[str, Any]:
     right = np.array([length - t_ < length and steps[t_, length - t_] == top[t_] for t_ in t])
     return {"weights": w, "source": ex["src"], "output": ex["out"], "exact": ex["exact"], "steps": len(steps),
             "on": int(on.sum()), "right": int(right.sum())}
+
+
+# -- chapter 7: which generated lower phrases are wrong, epoch by epoch ----------------------------------------------
+
+def errors_chart(generations: Any, *, epoch: int, max_rows: int = 12, max_chars: int = 36, char_step: int = 14) -> Figure:
+    """The wrongly generated texts of an epoch on a slider: per row its label, the right text and the generated one.
+
+    ``generations``: a table with columns ``epoch``, ``number`` (a label per text), ``gold`` and ``pred``
+    (e.g. ``run.generations["train"]`` of :func:`mixlib.course.hyakunin.train`). The first ``max_rows``
+    wrong rows of the chosen epoch are drawn as two lines of characters on one grid: the right text in
+    grey and the generated one with each character blue where it equals the right text at that position
+    and red where it does not (missing characters at the end as a red ＿), as
+    :func:`mixlib.course.hyakunin.render_errors` marks them; at most ``max_chars`` characters a line. The chart
+    compares the characters itself; :func:`errors_state` counts the red ones in Python.
+    """
+    alt = _alt()
+    need = {"epoch", "number", "gold", "pred"}
+    if not need <= set(generations.columns):
+        raise ValueError(f"generations needs the columns {sorted(need)}; it has {list(generations.columns)}.")
+    epochs = sorted(int(e) for e in generations.epoch.unique())
+    if not epochs:
+        raise ValueError("generations is empty: give the generations of at least one epoch.")
+    if int(epoch) not in epochs:
+        raise ValueError(f"epoch={epoch} has no generations; the table has epochs {epochs[0]}..{epochs[-1]}.")
+    rows: list[dict[str, Any]] = []
+    for ep in epochs:
+        g = generations[generations.epoch == ep]
+        wrong = g[g.pred != g.gold]
+        rows.append({"kind": "ep", "ep": ep, "n": len(g), "wrong": len(wrong)})
+        rows += [{"kind": "row", "ep": ep, "r": r, "num": str(num), "gold": str(gold), "pred": str(pred)}
+                 for r, (num, gold, pred) in enumerate(zip(wrong.number, wrong.gold, wrong.pred)) if r < max_rows]
+    param = alt.param(name="epoch", value=int(epoch), bind=alt.binding_range(min=epochs[0], max=epochs[-1], step=1, name="エポック "))
+    here = alt.Chart().transform_filter("datum.kind == 'row' && datum.ep == epoch")
+    x0 = 48  # the grid of characters starts right of the label
+
+    def chars(text: str, line: int) -> Any:
+        return (here.transform_calculate(ch=f"split({text}, '')").transform_flatten(["ch"])
+                .transform_window(i="row_number()", groupby=["r"]).transform_calculate(i="datum.i - 1", line=str(line))
+                .transform_filter(f"datum.i < {max_chars}")
+                .transform_calculate(x=f"{x0} + datum.i * {char_step}", y="datum.r * 2.4 + datum.line"))
+
+    # two lines per text and a gap before the next; the first text on top
+    y = alt.Y("y:Q", axis=None, scale=alt.Scale(domain=[-0.7, 2.4 * max_rows - 1.1], reverse=True, nice=False))
+    x = alt.X("x:Q", axis=None, scale=alt.Scale(domain=[0, x0 + max_chars * char_step]))
+    gold = chars("datum.gold", 0).mark_text(align="left", fontSize=12, color="#777777").encode(x=x, y=y, text="ch:N")
+    pred = (chars("pad(datum.pred, length(datum.gold), '＿', 'right')", 1)
+            .transform_calculate(ok="datum.i < length(datum.pred) && substring(datum.gold, datum.i, datum.i + 1) == datum.ch"))
+    pred_marks = pred.mark_text(align="left", fontSize=12, fontWeight="bold").encode(
+        x=x, y=y, text="ch:N", color=alt.condition("datum.ok", alt.value("#1f5fbf"), alt.value("#c62828")))
+    label = (here.transform_calculate(x="0", y="datum.r * 2.4", t="'#' + datum.num")
+             .mark_text(align="left", fontSize=11, color="#333333").encode(x=x, y=y, text="t:N"))
+    tag = (here.transform_calculate(x="0", y="datum.r * 2.4 + 1", t="'生成'")
+           .mark_text(align="left", fontSize=9, color="#999999").encode(x=x, y=y, text="t:N"))
+    grid = alt.layer(label, tag, gold, pred_marks).properties(width=x0 + max_chars * char_step, height=int(2.4 * max_rows * 16),
+                                                              view={"stroke": None})
+    head = _state_line(alt.Chart().transform_filter("datum.kind == 'ep' && datum.ep == epoch"),
+                       f"'エポック ' + epoch + '：' + datum.n + ' 首中 ' + datum.wrong + ' 首で誤り'"
+                       f" + (datum.wrong > {max_rows} ? '（上から {max_rows} 首を表示）' : datum.wrong == 0 ? '（すべて完全一致）' : '')")
+    red = _state_line(pred.transform_filter("!datum.ok").transform_aggregate(k="count()"),
+                      "'灰色が正解、その下が生成。赤（誤り・足りない文字）は ' + datum.k + ' 字'", color="#c62828")
+    return Figure(alt.vconcat(head, red, grid, spacing=4, data=alt.Data(values=rows))
+                  .add_params(param)
+                  .properties(usermeta={"mixbook": {"kind": "errors", "max_rows": int(max_rows), "max_chars": int(max_chars)}},
+                              title=alt.Title("生成した下の句の誤り（正しい文字は青、誤りは赤）")))
+
+
+def errors_state(chart: Any, *, epoch: int) -> dict[str, Any]:
+    """What :func:`errors_chart` shows for ``epoch``: its counts, and the red characters counted in Python."""
+    spec = chart if isinstance(chart, dict) else chart.to_dict()
+    meta = spec["usermeta"]["mixbook"]
+    (rows,) = chart_datasets(spec).values()
+    (ep,) = [r for r in rows if r["kind"] == "ep" and r["ep"] == epoch]
+    shown = [r for r in rows if r["kind"] == "row" and r["ep"] == epoch]
+    red = 0
+    for r in shown:
+        gold, pred = r["gold"], r["pred"]
+        marks = [i < len(gold) and gold[i] == ch for i, ch in enumerate(pred)] + [False] * max(0, len(gold) - len(pred))
+        red += marks[: meta["max_chars"]].count(False)
+    return {"n": ep["n"], "wrong": ep["wrong"], "shown": len(shown), "red": red}
