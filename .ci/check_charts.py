@@ -50,8 +50,8 @@ def _fmt1(x: float) -> str:
     return f"{x:.1f}"
 
 
-def expected_text(spec: dict, state: dict) -> str:
-    """The text a chart of the given kind must show in ``state`` (computed from the embedded data)."""
+def expected_text(spec: dict, state: dict) -> str | list[str]:
+    """The text a chart of the given kind must show in ``state`` (computed from the embedded data): a line, or lines."""
     kind = spec.get("usermeta", {}).get("mixbook", {}).get("kind")
     if kind == "mixing":
         s = interactive.mixing_state(spec, example=int(state["example"]), layer=int(state["layer"]),
@@ -114,7 +114,25 @@ def expected_text(spec: dict, state: dict) -> str:
         L, e = int(state["length"]), int(state["example"])
         s = course_charts.alignment_state(spec, length=L, example=e)
         return f"長さ {L}・例 {e}：重みが最大の入力は、{s['steps']} ステップ中 対応する位置に {s['on']}、一つ右に {s['right']}"
+    if kind == "errors":
+        ep = int(state["epoch"])
+        s = course_charts.errors_state(spec, epoch=ep)
+        head = f"エポック {ep}：{s['n']} 首中 {s['wrong']} 首で誤り"
+        if s["wrong"] == 0:
+            return [head + "（すべて完全一致）"]
+        head += f"（上から {meta['max_rows']} 首を表示）" if s["wrong"] > meta["max_rows"] else ""
+        return [head, f"赤（誤り・足りない文字）は {s['red']} 字"]
+    if kind == "neighbour":
+        win, wt = int(state["win"]), state["weighting"]
+        s = course_charts.neighbour_state(spec, word=int(state["word"]), window=win, weighting=wt)
+        return [f"「{s['word']}」（{s['word_kind']}）に近い語（窓 {win}、{wt}）：1 位 {s['items'][0]}（{s['values'][0]:.3f}）",
+                f"この設定での同じ種類の割合（全内容語の平均）：{s['share']:.3f}"]
     raise ValueError(f"unknown chart kind {kind!r} (usermeta.mixbook.kind)")
+
+
+def _missing(want: str | list[str], drawn: str) -> str:
+    """The expected lines that are not in the drawn text, joined ('' when every one is there)."""
+    return " / ".join(w for w in ([want] if isinstance(want, str) else want) if w not in drawn)
 
 
 def _other_value(control: dict, current):
@@ -170,8 +188,8 @@ def check_page(page, base: str, url: str, shot: Path | None) -> tuple[list[str],
         data_bytes += sum(len(json.dumps(d)) for d in interactive._all_data(spec))
         controls = {p["name"]: {"type": p["bind"].get("input"), **p["bind"]} for p in spec.get("params", []) if "bind" in p}
         state = box.evaluate(JS_STATE)
-        want = expected_text(spec, state)
-        if want not in box.evaluate(JS_TEXT):
+        want = _missing(expected_text(spec, state), box.evaluate(JS_TEXT))
+        if want:
             problems.append(f"chart {i}: initial state {state}: '{want}' not drawn")
         widest = box.evaluate(JS_WIDTH)
         for name, control in controls.items():
@@ -189,8 +207,8 @@ def check_page(page, base: str, url: str, shot: Path | None) -> tuple[list[str],
             if state[name] != new:
                 problems.append(f"chart {i}: control {name!r} moved to {new!r} but the chart's parameter is {state[name]!r}")
                 continue
-            want = expected_text(spec, state)
-            if want not in box.evaluate(JS_TEXT):
+            want = _missing(expected_text(spec, state), box.evaluate(JS_TEXT))
+            if want:
                 problems.append(f"chart {i}: after moving {name!r} to {new!r} (state {state}): '{want}' not drawn")
             widest = max(widest, box.evaluate(JS_WIDTH), key=lambda w: w[0])
             clipped = box.evaluate(JS_CLIPPED)

@@ -95,6 +95,27 @@ def test_notebook_committed_without_outputs(path):
     assert "widgets" not in nb.get("metadata", {}), f"{path.name} carries saved widget state: strip it"
 
 
+#: a line of code that only draws (matplotlib / seaborn / mixlib.plots calls, axes and figure settings)
+_DRAWING = re.compile(r"(plt\.|\bax\w*[.\[]|\bfig\b|sns\.|\.set\(|legend|annotate|\.text\(|heatmap|\.barh?\(|\.plot\(|scatter|"
+                      r"ax[hv]line|tight_layout|subplots|colorbar|set_[a-z]+\(|Rectangle|[xy]ticks|plots\.)")
+#: a code cell longer than this whose lines mostly draw is folded (tag hide-input): the argument stays in view
+FOLD_LINES = 15
+
+
+@pytest.mark.parametrize("path", written(NOTEBOOKS))
+def test_long_drawing_cells_are_folded(path):
+    for i, cell in enumerate(_load(path)["cells"]):
+        tags = cell.get("metadata", {}).get("tags", [])
+        src = _source(cell)
+        if cell["cell_type"] != "code" or src.count("\n") < FOLD_LINES or {"hide-input", "remove-cell"} & set(tags):
+            continue
+        code = [line for line in src.splitlines() if line.strip() and not line.strip().startswith("#")]
+        drawing = sum(bool(_DRAWING.search(line)) for line in code)
+        assert drawing < 0.6 * len(code), (
+            f"{path.name} cell {i}: {drawing} of its {len(code)} lines only draw a figure; tag it hide-input (the site "
+            "folds it behind a toggle), or move the drawing into mixlib.plots and keep the computation in view")
+
+
 @pytest.mark.parametrize("path", written(NOTEBOOKS))
 def test_first_cell_is_the_colab_install_cell(path):
     first = _load(path)["cells"][0]

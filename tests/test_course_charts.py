@@ -152,3 +152,63 @@ def test_alignment_state_counts_ties_for_both_positions():
     spec = charts.alignment_chart({3: [("abc", "cba", w)]}).to_dict()
     s = charts.alignment_state(spec, length=3, example=0)
     assert (s["on"], s["right"], s["steps"]) == (3, 1, 3)
+
+
+def _generations():
+    import pandas as pd
+
+    rows = [(1, 1, "ながながし", "ながなかし"), (1, 2, "わかころも", "わか"), (1, 3, "しろたへ", "しろたへへへ"),
+            (2, 1, "ながながし", "ながながし"), (2, 2, "わかころも", "わかころも"), (2, 3, "しろたへ", "しろたへ")]
+    return pd.DataFrame(rows, columns=["epoch", "number", "gold", "pred"])
+
+
+def test_errors_chart_embeds_each_epochs_wrong_texts_and_counts_the_red_characters():
+    gens = _generations()
+    spec = charts.errors_chart(gens, epoch=1, max_rows=2).to_dict()
+    assert spec["usermeta"]["mixbook"] == {"kind": "errors", "max_rows": 2, "max_chars": 36}
+    s = charts.errors_state(spec, epoch=1)
+    # the first two wrong rows: one wrong character; two right and three missing
+    assert (s["n"], s["wrong"], s["shown"], s["red"]) == (3, 3, 2, 1 + 3)
+    assert charts.errors_state(spec, epoch=2) == {"n": 3, "wrong": 0, "shown": 0, "red": 0}
+    s = charts.errors_state(charts.errors_chart(gens, epoch=1).to_dict(), epoch=1)
+    assert (s["shown"], s["red"]) == (3, 1 + 3 + 2)  # the third row's two extra characters are red
+    s = charts.errors_state(charts.errors_chart(gens, epoch=1, max_chars=5).to_dict(), epoch=1)
+    assert s["red"] == 1 + 3 + 1  # only the first 5 characters of a line are drawn: one of the two extra ones
+
+
+def test_errors_chart_checks_its_arguments():
+    with pytest.raises(ValueError, match="columns"):
+        charts.errors_chart(_generations().drop(columns="pred"), epoch=1)
+    with pytest.raises(ValueError, match="epoch=7 has no generations"):
+        charts.errors_chart(_generations(), epoch=7)
+
+
+def _neighbours():
+    words = ["dog", "cat", "king"]
+    kinds = {"dog": "動物", "cat": "動物", "king": "人"}
+    nb = {(w, n, t): [(x, 0.9 - 0.1 * i - 0.01 * n) for i, x in enumerate(y for y in words if y != w)]
+          for w in words for n in (1, 2) for t in ("PPMI", "回数")}
+    return nb, kinds
+
+
+def test_neighbour_chart_embeds_every_setting():
+    nb, kinds = _neighbours()
+    shares = {(n, t): 0.1 * n + (t == "PPMI") for n in (1, 2) for t in ("PPMI", "回数")}
+    spec = charts.neighbour_chart(nb, kinds, word="king", window=2, weighting="回数", shares=shares).to_dict()
+    meta = spec["usermeta"]["mixbook"]
+    assert meta["words"] == ["cat", "dog", "king"] and meta["word_kinds"] == ["動物", "動物", "人"]
+    assert [p["value"] for p in spec["params"]] == [2, 2, "回数"]
+    for (w, n, t), pairs in nb.items():
+        s = charts.neighbour_state(spec, word=meta["words"].index(w), window=n, weighting=t)
+        assert s["items"] == [x for x, _ in pairs] and s["values"] == pytest.approx([v for _, v in pairs], abs=1e-4)
+        assert s["kinds"] == [kinds[x] for x, _ in pairs] and s["share"] == pytest.approx(shares[(n, t)])
+
+
+def test_neighbour_chart_checks_its_arguments():
+    nb, kinds = _neighbours()
+    with pytest.raises(ValueError, match="lacks 1"):
+        charts.neighbour_chart({k: v for k, v in nb.items() if k != ("dog", 2, "PPMI")}, kinds, word="dog", window=1, weighting="PPMI")
+    with pytest.raises(ValueError, match="window=3 is not one of"):
+        charts.neighbour_chart(nb, kinds, word="dog", window=3, weighting="PPMI")
+    with pytest.raises(ValueError, match="shares needs"):
+        charts.neighbour_chart(nb, kinds, word="dog", window=1, weighting="PPMI", shares={(1, "PPMI"): 0.5})

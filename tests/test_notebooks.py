@@ -47,12 +47,11 @@ NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
 #: seconds any single cell may take in fast mode before the test fails (a hang, not a slow cell)
 CELL_TIMEOUT = 300
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-#: Chapters whose explorers have kernel-free charts (mixlib.interactive): a widget left there must be in a cell
-#: tagged needs-kernel (the site shows one line instead of dead controls). Parts I-IV follow in a later issue.
-#: chapters whose widgets still wait for a kernel-free form (issue 24); in every other chapter a widget must be in a
-#: cell tagged needs-kernel (it needs what the reader types, or a model run on it)
-WIDGETS_TO_CONVERT = {"02_distributional", "07_chihayafuru"}
-KERNEL_FREE = {"00_environment", "01_vectors_cosine", "04_seq2seq", "05_attention", "06_transformer", "09_sentence_vectors", "08_bert", "10_mixing", "11_norm_stretch", "12_positional"}
+#: Every widget must be in a cell tagged needs-kernel (it needs what the reader types, or a model run on it): on
+#: the site such a cell shows one line instead of dead controls; every other explorer is a kernel-free chart
+#: (mixlib.interactive, mixlib.course.charts). Each chapter but 3 (whose explorer takes the words the reader
+#: types) must show at least one.
+KERNEL_FREE = {path.stem for path in NOTEBOOKS} - {"03_word2vec"}
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 #: what matplotlib warns when a glyph is missing ("Glyph 8722 (...) missing from font(s) IPAexGothic.")
 FONT_WARNING = "missing from font"
@@ -116,10 +115,10 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch):
                     "(the static book must show the widget's default state as a normal figure)"
                 )
                 widget_models.append(data[WIDGET_VIEW]["model_id"])
-                if path.stem not in WIDGETS_TO_CONVERT:
-                    assert NEEDS_KERNEL_TAG in cell.metadata.get("tags", []), (
-                        f"{path.name} cell {i} shows a widget in a cell not tagged {NEEDS_KERNEL_TAG!r}: on the site its "
-                        "controls would be dead (make a kernel-free chart with mixlib.interactive, or tag the cell)")
+                assert NEEDS_KERNEL_TAG in cell.metadata.get("tags", []), (
+                    f"{path.name} cell {i} shows a widget in a cell not tagged {NEEDS_KERNEL_TAG!r}: on the site its "
+                    "controls would be dead (make a kernel-free chart with mixlib.course.charts / mixlib.interactive, "
+                    "or tag the cell)")
             vega = [k for k in data if VEGALITE_MIME.match(k)]
             if vega:
                 # a moving chart: Altair's own display for Jupyter / Colab, and a specification with bound controls

@@ -17,6 +17,8 @@ given state (the unit tests and the site's browser check compare the two).
   model, for each input length and example.
 * :func:`errors_chart` -- chapter 7: the lower phrases a model generated
   wrong, right characters in blue and wrong ones in red, for every epoch.
+* :func:`neighbour_chart` -- chapter 2: a word's nearest words in count
+  vectors, for each word, context window and weighting, coloured by kind.
 * :func:`bottleneck_chart` -- chapter 4: for each input length, one example
   squeezed through the fixed-size vector c, and the accuracy at that length.
 """
@@ -31,6 +33,8 @@ import numpy as np
 from ..interactive import Figure, _alt, _check_index, _round, _state_line, chart_datasets
 
 __all__ = [
+    "neighbour_chart",
+    "neighbour_state",
     "errors_chart",
     "errors_state",
     "alignment_chart",
@@ -501,3 +505,83 @@ def errors_state(chart: Any, *, epoch: int) -> dict[str, Any]:
         marks = [i < len(gold) and gold[i] == ch for i, ch in enumerate(pred)] + [False] * max(0, len(gold) - len(pred))
         red += marks[: meta["max_chars"]].count(False)
     return {"n": ep["n"], "wrong": ep["wrong"], "shown": len(shown), "red": red}
+
+
+# -- chapter 2: nearest words by window and weighting ----------------------------------------------------------------
+
+def neighbour_chart(neighbours: Mapping[tuple[str, int, str], Sequence[tuple[str, float]]], kinds: Mapping[str, str], *,
+                    word: str, window: int, weighting: str, shares: Mapping[tuple[int, str], float] | None = None,
+                    colors: Mapping[str, Any] | None = None, width: int = 300) -> Figure:
+    """A word's nearest words as bars coloured by their kind, for a word, a context window and a weighting on controls.
+
+    ``neighbours[(word, window, weighting)]`` holds ``(item, cosine)`` pairs, largest first (the same
+    number for every key; e.g. ``WordVectors.nearest(word, k)`` of each space); ``kinds`` maps a word to
+    its kind (others are "その他"), ``colors`` a kind to a matplotlib colour; ``shares[(window, weighting)]``
+    (optional) is a summary of that setting, shown in the line above the bars.
+    """
+    alt = _alt()
+    from matplotlib.colors import to_hex
+
+    if not neighbours:
+        raise ValueError("neighbours is empty: give (item, cosine) pairs for each (word, window, weighting).")
+    words = sorted({k[0] for k in neighbours})
+    windows = sorted({int(k[1]) for k in neighbours})
+    weightings = list(dict.fromkeys(k[2] for k in neighbours))
+    missing = [(w, n, t) for w in words for n in windows for t in weightings if (w, n, t) not in neighbours]
+    if missing:
+        raise ValueError(f"neighbours lacks {len(missing)} of the (word, window, weighting) combinations, e.g. {missing[0]}.")
+    if len({len(v) for v in neighbours.values()}) != 1:
+        raise ValueError("every (word, window, weighting) needs the same number of neighbours.")
+    for name, value, options in (("word", word, words), ("window", window, windows), ("weighting", weighting, weightings)):
+        if value not in options:
+            raise ValueError(f"{name}={value!r} is not one of the given {name}s {options[:8]}{'...' if len(options) > 8 else ''}.")
+    if shares is not None and any((n, t) not in shares for n in windows for t in weightings):
+        raise ValueError("shares needs a value for every (window, weighting).")
+    rows: list[dict[str, Any]] = []
+    for (w, n, t), pairs in neighbours.items():
+        for r, (item, v) in enumerate(pairs, start=1):
+            rows.append({"w": words.index(w), "n": int(n), "t": t, "r": r, "item": str(item), "v": round(float(v), 4),
+                         "g": kinds.get(item, "その他")})
+    for n in windows:
+        for t in weightings:
+            rows.append({"w": -1, "n": n, "t": t, "share": None if shares is None else round(float(shares[(n, t)]), 4)})
+    params = [alt.param(name="word", value=words.index(word), bind=alt.binding_select(options=list(range(len(words))), labels=words,
+                                                                                      name="語 ")),
+              alt.param(name="win", value=int(window), bind=alt.binding_range(min=windows[0], max=windows[-1], step=1, name="窓の幅 ")),
+              alt.param(name="weighting", value=weighting, bind=alt.binding_select(options=weightings, name="重み付け "))]
+    present = list(dict.fromkeys(r["g"] for r in rows if "g" in r))
+    word_kinds = [kinds.get(w, "その他") for w in words]
+    color = alt.Color("g:N", title="語の種類", legend=alt.Legend(orient="right"),
+                      scale=alt.Scale(domain=present, range=[to_hex(colors[p]) if colors and p in colors else "#7f7f7f" for p in present]))
+    sel = alt.Chart().transform_filter("datum.w == word && datum.n == win && datum.t == weighting")
+    bars = sel.mark_bar().encode(
+        y=alt.Y("item:N", sort=alt.SortField("r"), title=None),
+        x=alt.X("v:Q", title="コサイン類似度", scale=alt.Scale(domain=[min(0.0, min(r["v"] for r in rows if "v" in r)), 1])),
+        color=color,
+        tooltip=[alt.Tooltip("r:Q", title="順位"), alt.Tooltip("item:N", title="語"), alt.Tooltip("g:N", title="種類"),
+                 alt.Tooltip("v:Q", title="コサイン類似度", format=".3f")],
+    ).properties(width=width, height=alt.Step(18))
+    first = _state_line(
+        sel.transform_filter("datum.r == 1").transform_lookup(lookup="w", from_=alt.LookupData(
+            alt.Data(values=[{"w": i, "word": w, "kind": k} for i, (w, k) in enumerate(zip(words, word_kinds))]), "w", ["word", "kind"])),
+        "'「' + datum.word + '」（' + datum.kind + '）に近い語（窓 ' + win + '、' + weighting + '）：1 位 ' + datum.item"
+        " + '（' + format(datum.v, '.3f') + '）'")
+    lines = [first]
+    if shares is not None:
+        lines.append(_state_line(alt.Chart().transform_filter("datum.w == -1 && datum.n == win && datum.t == weighting"),
+                                 "'この設定での同じ種類の割合（全内容語の平均）：' + format(datum.share, '.3f')", color="#555555"))
+    return Figure(alt.vconcat(*lines, bars, spacing=4, data=alt.Data(values=rows))
+                  .add_params(*params)
+                  .properties(usermeta={"mixbook": {"kind": "neighbour", "words": words, "word_kinds": word_kinds}},
+                              title=alt.Title("近い語（コサイン類似度の大きい順、色は語の種類）")))
+
+
+def neighbour_state(chart: Any, *, word: int, window: int, weighting: str) -> dict[str, Any]:
+    """What :func:`neighbour_chart` draws for a setting (``word``: its index in the dropdown): items, values, kinds, share."""
+    spec = chart if isinstance(chart, dict) else chart.to_dict()
+    (rows,) = chart_datasets(spec).values()
+    mine = sorted((r for r in rows if r["w"] == word and r["n"] == window and r["t"] == weighting), key=lambda r: r["r"])
+    (share,) = [r["share"] for r in rows if r["w"] == -1 and r["n"] == window and r["t"] == weighting]
+    meta = spec["usermeta"]["mixbook"]
+    return {"word": meta["words"][word], "word_kind": meta["word_kinds"][word], "items": [r["item"] for r in mine], "values": [r["v"] for r in mine],
+            "kinds": [r["g"] for r in mine], "share": share}
