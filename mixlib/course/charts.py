@@ -7,20 +7,20 @@ compute it from a formula, and each has a ``*_state`` function that computes, in
 Python and independently of the chart, the numbers the chart must show in a
 given state (the unit tests and the site's browser check compare the two).
 
+* :func:`neighbour_chart` -- chapter 2: a word's nearest words in count
+  vectors, for each word, context window and weighting, coloured by kind.
+* :func:`bottleneck_chart` -- chapter 4: for each input length, one example
+  squeezed through the fixed-size vector c, and the accuracy at that length.
+* :func:`alignment_chart` -- chapter 5: the attention weights of a trained
+  model, for each input length and example.
 * :func:`softmax_scale_chart` -- chapter 6: softmax of the same scores with and
   without division by sqrt(d_k), for each d_k.
 * :func:`pe_dot_chart` -- chapter 6: the dot products of sinusoidal position
   encodings depend only on the positions' difference.
 * :func:`pe_position_chart` -- chapter 6: one position's vector and one
   dimension's wave in the position encoding.
-* :func:`alignment_chart` -- chapter 5: the attention weights of a trained
-  model, for each input length and example.
 * :func:`errors_chart` -- chapter 7: the lower phrases a model generated
   wrong, right characters in blue and wrong ones in red, for every epoch.
-* :func:`neighbour_chart` -- chapter 2: a word's nearest words in count
-  vectors, for each word, context window and weighting, coloured by kind.
-* :func:`bottleneck_chart` -- chapter 4: for each input length, one example
-  squeezed through the fixed-size vector c, and the accuracy at that length.
 """
 
 from __future__ import annotations
@@ -35,24 +35,282 @@ from ..interactive import Figure, _alt, _check_index, _round, _state_line, chart
 __all__ = [
     "neighbour_chart",
     "neighbour_state",
-    "errors_chart",
-    "errors_state",
-    "alignment_chart",
-    "alignment_state",
     "bottleneck_chart",
     "bottleneck_state",
+    "alignment_chart",
+    "alignment_state",
     "softmax_scale_chart",
     "softmax_scale_state",
     "pe_dot_chart",
     "pe_dot_state",
     "pe_position_chart",
     "pe_position_state",
+    "errors_chart",
+    "errors_state",
 ]
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:
     e = np.exp(z - z.max())
     return e / e.sum()
+
+
+# -- chapter 2: nearest words by window and weighting ----------------------------------------------------------------
+
+def neighbour_chart(neighbours: Mapping[tuple[str, int, str], Sequence[tuple[str, float]]], kinds: Mapping[str, str], *,
+                    word: str, window: int, weighting: str, shares: Mapping[tuple[int, str], float] | None = None,
+                    colors: Mapping[str, Any] | None = None, width: int = 300) -> Figure:
+    """A word's nearest words as bars coloured by their kind, for a word, a context window and a weighting on controls.
+
+    ``neighbours[(word, window, weighting)]`` holds ``(item, cosine)`` pairs, largest first (the same
+    number for every key; e.g. ``WordVectors.nearest(word, k)`` of each space); ``kinds`` maps a word to
+    its kind (others are "その他"), ``colors`` a kind to a matplotlib colour; ``shares[(window, weighting)]``
+    (optional) is a summary of that setting, shown in the line above the bars.
+    """
+    alt = _alt()
+    from matplotlib.colors import to_hex
+
+    if not neighbours:
+        raise ValueError("neighbours is empty: give (item, cosine) pairs for each (word, window, weighting).")
+    words = sorted({k[0] for k in neighbours})
+    windows = sorted({int(k[1]) for k in neighbours})
+    weightings = list(dict.fromkeys(k[2] for k in neighbours))
+    missing = [(w, n, t) for w in words for n in windows for t in weightings if (w, n, t) not in neighbours]
+    if missing:
+        raise ValueError(f"neighbours lacks {len(missing)} of the (word, window, weighting) combinations, e.g. {missing[0]}.")
+    if len({len(v) for v in neighbours.values()}) != 1:
+        raise ValueError("every (word, window, weighting) needs the same number of neighbours.")
+    for name, value, options in (("word", word, words), ("window", window, windows), ("weighting", weighting, weightings)):
+        if value not in options:
+            raise ValueError(f"{name}={value!r} is not one of the given {name}s {options[:8]}{'...' if len(options) > 8 else ''}.")
+    if shares is not None and any((n, t) not in shares for n in windows for t in weightings):
+        raise ValueError("shares needs a value for every (window, weighting).")
+    rows: list[dict[str, Any]] = []
+    for (w, n, t), pairs in neighbours.items():
+        for r, (item, v) in enumerate(pairs, start=1):
+            rows.append({"w": words.index(w), "n": int(n), "t": t, "r": r, "item": str(item), "v": round(float(v), 4),
+                         "g": kinds.get(item, "その他")})
+    for n in windows:
+        for t in weightings:
+            rows.append({"w": -1, "n": n, "t": t, "share": None if shares is None else round(float(shares[(n, t)]), 4)})
+    params = [alt.param(name="word", value=words.index(word), bind=alt.binding_select(options=list(range(len(words))), labels=words,
+                                                                                      name="語 ")),
+              alt.param(name="win", value=int(window), bind=alt.binding_range(min=windows[0], max=windows[-1], step=1, name="窓の幅 ")),
+              alt.param(name="weighting", value=weighting, bind=alt.binding_select(options=weightings, name="重み付け "))]
+    present = list(dict.fromkeys(r["g"] for r in rows if "g" in r))
+    word_kinds = [kinds.get(w, "その他") for w in words]
+    color = alt.Color("g:N", title="語の種類", legend=alt.Legend(orient="right"),
+                      scale=alt.Scale(domain=present, range=[to_hex(colors[p]) if colors and p in colors else "#7f7f7f" for p in present]))
+    sel = alt.Chart().transform_filter("datum.w == word && datum.n == win && datum.t == weighting")
+    bars = sel.mark_bar().encode(
+        y=alt.Y("item:N", sort=alt.SortField("r"), title=None),
+        x=alt.X("v:Q", title="コサイン類似度", scale=alt.Scale(domain=[min(0.0, min(r["v"] for r in rows if "v" in r)), 1])),
+        color=color,
+        tooltip=[alt.Tooltip("r:Q", title="順位"), alt.Tooltip("item:N", title="語"), alt.Tooltip("g:N", title="種類"),
+                 alt.Tooltip("v:Q", title="コサイン類似度", format=".3f")],
+    ).properties(width=width, height=alt.Step(18))
+    first = _state_line(
+        sel.transform_filter("datum.r == 1").transform_lookup(lookup="w", from_=alt.LookupData(
+            alt.Data(values=[{"w": i, "word": w, "kind": k} for i, (w, k) in enumerate(zip(words, word_kinds))]), "w", ["word", "kind"])),
+        "'「' + datum.word + '」（' + datum.kind + '）に近い語（窓 ' + win + '、' + weighting + '）：1 位 ' + datum.item"
+        " + '（' + format(datum.v, '.3f') + '）'")
+    lines = [first]
+    if shares is not None:
+        lines.append(_state_line(alt.Chart().transform_filter("datum.w == -1 && datum.n == win && datum.t == weighting"),
+                                 "'この設定での同じ種類の割合（全内容語の平均）：' + format(datum.share, '.3f')", color="#555555"))
+    return Figure(alt.vconcat(*lines, bars, spacing=4, data=alt.Data(values=rows))
+                  .add_params(*params)
+                  .properties(usermeta={"mixbook": {"kind": "neighbour", "words": words, "word_kinds": word_kinds}},
+                              title=alt.Title("近い語（コサイン類似度の大きい順、色は語の種類）")))
+
+
+def neighbour_state(chart: Any, *, word: int, window: int, weighting: str) -> dict[str, Any]:
+    """What :func:`neighbour_chart` draws for a setting (``word``: its index in the dropdown): items, values, kinds, share."""
+    spec = chart if isinstance(chart, dict) else chart.to_dict()
+    (rows,) = chart_datasets(spec).values()
+    mine = sorted((r for r in rows if r["w"] == word and r["n"] == window and r["t"] == weighting), key=lambda r: r["r"])
+    (share,) = [r["share"] for r in rows if r["w"] == -1 and r["n"] == window and r["t"] == weighting]
+    meta = spec["usermeta"]["mixbook"]
+    return {"word": meta["words"][word], "word_kind": meta["word_kinds"][word], "items": [r["item"] for r in mine], "values": [r["v"] for r in mine],
+            "kinds": [r["g"] for r in mine], "share": share}
+
+
+# -- chapter 4: the fixed-size bottleneck of an encoder-decoder ------------------------------------------------------
+
+def bottleneck_chart(accuracy: Any, examples: Mapping[int, tuple[str, str]], *, hidden: int, length: int | None = None,
+                     chance: float | None = None, width: int = 560) -> Figure:
+    """For an input length on a slider: one example's characters all funnelled into c, and the accuracy at that length.
+
+    ``accuracy``: a table with columns ``length``, ``accuracy`` (exact match) and ``char_accuracy``
+    (e.g. :func:`mixlib.course.seq2seq.accuracy_by_length`); ``examples`` maps each length to
+    ``(source, output)``: an input of that length and what the model decoded from it. The upper panel
+    draws the input characters, the one vector c of ``hidden`` dimensions they all pass through, and the
+    output with each character blue where it is right and red where it is wrong; the lower panel both
+    accuracies against length, the chosen length marked (``chance``: a dotted line).
+    """
+    alt = _alt()
+    table = {int(r.length): (float(r.accuracy), float(r.char_accuracy)) for r in accuracy.itertuples()}
+    lengths = sorted(table)
+    if not lengths:
+        raise ValueError("accuracy is empty: give a row per length (columns length, accuracy, char_accuracy).")
+    missing = [L for L in lengths if L not in examples]
+    if missing:
+        raise ValueError(f"examples has no (source, output) for the lengths {missing}: give one example per length.")
+    for L in lengths:
+        if len(examples[L][0]) != L:
+            raise ValueError(f"examples[{L}] has a source of {len(examples[L][0])} characters, not {L}.")
+    length = lengths[len(lengths) // 2] if length is None else _check_index("length", length, max(lengths) + 1)
+    if length not in table:
+        raise ValueError(f"length={length} is not one of the measured lengths {lengths[0]}..{lengths[-1]}.")
+    span = max(lengths) + 1  # the widest output: L characters and <eos> (drawn as the end of the row)
+    rows: list[dict[str, Any]] = []
+    for L in lengths:
+        source, output = examples[L]
+        target = source[::-1]
+        rows.append({"kind": "acc", "L": L, "acc": round(table[L][0], 4), "char": round(table[L][1], 4),
+                     "src": source, "out": output, "exact": output == target})
+        rows += [{"kind": "in", "L": L, "i": i, "ch": ch} for i, ch in enumerate(source)]
+        rows += [{"kind": "out", "L": L, "i": i, "ch": ch, "ok": i < len(target) and target[i] == ch} for i, ch in enumerate(output)]
+    param = alt.param(name="length", value=length,
+                      bind=alt.binding_range(min=lengths[0], max=lengths[-1], step=1, name="入力の長さ "))
+    x = alt.X("x:Q", scale=alt.Scale(domain=[-2.2, span]), axis=None)
+    y = alt.Y("y:Q", scale=alt.Scale(domain=[-0.6, 2.6]), axis=None)
+    cells = (alt.Chart().transform_filter("datum.L == length && (datum.kind == 'in' || datum.kind == 'out')")
+             .transform_calculate(x=f"datum.i + ({span} - length) / 2", y="datum.kind == 'in' ? 2 : 0"))
+    color = alt.condition("datum.kind == 'in' || datum.ok", alt.value("#4c72b0"), alt.value("#c44e52"))
+    boxes = cells.mark_square(size=170, filled=False, strokeWidth=1).encode(x=x, y=y, color=color)
+    chars = cells.mark_text(fontSize=11, fontWeight="bold").encode(x=x, y=y, text="ch:N", color=color)
+    c_x = (span - 1) / 2
+    funnel = cells.transform_calculate(x2=str(c_x), y2="1").mark_rule(color="#bbbbbb", strokeWidth=0.7).encode(
+        x=x, y=alt.Y("y1:Q", scale=alt.Scale(domain=[-0.6, 2.6]), axis=None), x2="x2:Q", y2="y2:Q"
+    ).transform_calculate(y1="datum.kind == 'in' ? 1.8 : 0.2")
+    c_box = alt.Chart(alt.Data(values=[{"x": c_x, "y": 1, "t": f"c（{hidden} 次元）"}]))
+    c_marks = [c_box.mark_point(shape="square", size=1400, filled=True, color="#8a2f86", opacity=0.9).encode(x=x, y=y),
+               c_box.mark_text(color="white", fontSize=10, fontWeight="bold").encode(x=x, y=y, text=alt.value("c")),
+               c_box.mark_text(align="left", dx=26, fontSize=11, color="#8a2f86").encode(x=x, y=y, text="t:N")]
+    side = alt.Chart(alt.Data(values=[{"x": -2.2, "y": 2, "t": "入力"}, {"x": -2.2, "y": 0, "t": "出力"}])).mark_text(
+        align="left", fontSize=11, color="#555555").encode(x=x, y=y, text="t:N")
+    diagram = alt.layer(funnel, boxes, chars, *c_marks, side).properties(width=width, height=130)
+    curve = alt.Chart().transform_filter("datum.kind == 'acc'").transform_fold(["acc", "char"], as_=["m", "v"]).transform_calculate(
+        name="datum.m == 'acc' ? '完全一致' : '文字ごと'")
+    lines = curve.mark_line(point=alt.OverlayMarkDef(size=18)).encode(
+        x=alt.X("L:Q", title="入力の長さ", scale=alt.Scale(domain=[lengths[0], lengths[-1]], nice=False)),
+        y=alt.Y("v:Q", title="正解率", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("name:N", title=None, scale=alt.Scale(domain=["完全一致", "文字ごと"], range=["#4c72b0", "#dd8452"]),
+                        legend=alt.Legend(orient="bottom", direction="horizontal")),
+        tooltip=[alt.Tooltip("L:Q", title="長さ"), alt.Tooltip("name:N", title="指標"), alt.Tooltip("v:Q", title="正解率", format=".2f")])
+    here = curve.transform_filter("datum.L == length").mark_point(size=120, filled=True, color="#d62728").encode(x="L:Q", y="v:Q")
+    layers = [lines, here]
+    if chance is not None:
+        layers.append(alt.Chart().mark_rule(color="#888888", strokeDash=[2, 2]).encode(y=alt.datum(float(chance))))
+    plot = alt.layer(*layers).properties(width=width, height=150)
+    line = _state_line(alt.Chart().transform_filter("datum.kind == 'acc' && datum.L == length"),
+                       f"'長さ ' + length + '：完全一致 ' + format(datum.acc, '.2f') + '、文字ごと ' + format(datum.char, '.2f')"
+                       f" + '（c は長さによらず {hidden} 次元）　この例は ' + (datum.exact ? '正解' : '誤り')")
+    return Figure(alt.vconcat(line, diagram, plot, spacing=6, data=alt.Data(values=rows))
+                  .add_params(param)
+                  .properties(usermeta={"mixbook": {"kind": "bottleneck", "hidden": int(hidden)}},
+                              title=alt.Title("長さを変えても、デコーダに渡るのは同じ大きさの c だけ",
+                                              subtitle="上：一つの例（出力の青は正しい文字、赤は誤り）　下：長さごとの正解率（赤：選んだ長さ"
+                                                       + ("、点線：偶然の値）" if chance is not None else "）"))))
+
+
+def bottleneck_state(chart: Any, *, length: int) -> dict[str, Any]:
+    """What :func:`bottleneck_chart` shows for ``length``: both accuracies, the example and whether it is right."""
+    (rows,) = chart_datasets(chart).values()
+    (acc,) = [r for r in rows if r["kind"] == "acc" and r["L"] == length]
+    return {"accuracy": acc["acc"], "char_accuracy": acc["char"], "source": acc["src"], "output": acc["out"],
+            "exact": acc["out"] == acc["src"][::-1]}
+
+
+# -- chapter 5: what the decoder attends to ---------------------------------------------------------------------------
+
+def _key(i: str, text: str) -> str:
+    """Vega expression: an ordered axis key "<2-digit index>|<text>" (the axis shows only the text)."""
+    return f"(({i}) < 10 ? '0' : '') + ({i}) + '|' + ({text})"
+
+
+def alignment_chart(examples: Mapping[int, Sequence[tuple[str, str, Any]]], *, length: int | None = None, example: int = 0,
+                    step: int | None = None) -> Figure:
+    """The attention weights a(t, s) of a decoder, as a heatmap, for an input length and an example on sliders.
+
+    ``examples`` maps each input length to a list (the same number for every length) of
+    ``(source, output, weights)``: an input, the model's output and its weights, shape
+    ``(len(output) + 1, len(source))`` (a row per output character and one for ``<eos>``; fewer rows if
+    decoding stopped early). The line above names, over the output steps t < L, how often the largest
+    weight is on the corresponding input position S - t (0-based: L - 1 - t) and how often one to its
+    right; :func:`alignment_state` computes the same from the embedded weights.
+    """
+    alt = _alt()
+    lengths = sorted(int(L) for L in examples)
+    if not lengths:
+        raise ValueError("examples is empty: give, per input length, a list of (source, output, weights).")
+    n_ex = {len(examples[L]) for L in lengths}
+    if len(n_ex) != 1 or min(n_ex) < 1:
+        raise ValueError("every length needs the same number (at least 1) of examples.")
+    n_ex = min(n_ex)
+    length = lengths[-1] if length is None else int(length)
+    if length not in lengths:
+        raise ValueError(f"length={length} is not one of the given lengths {lengths}.")
+    example = _check_index("example", example, n_ex)
+    rows: list[dict[str, Any]] = []
+    for L in lengths:
+        for e, (source, output, weights) in enumerate(examples[L]):
+            w = np.asarray(weights, dtype=float)
+            if len(source) != L or w.ndim != 2 or w.shape[1] != L or not 1 <= w.shape[0] <= len(output) + 1:
+                raise ValueError(f"examples[{L}][{e}]: the source has {len(source)} characters and the weights shape "
+                                 f"{w.shape}; want a source of {L} characters and weights of shape (<= {len(output) + 1}, {L}).")
+            rows.append({"kind": "ex", "L": L, "e": e, "src": source, "out": output, "exact": output == source[::-1]})
+            ys = list(output) + ["<eos>"]
+            rows += [{"kind": "w", "L": L, "e": e, "t": t, "y": ys[t], "src": source, "w": _round(w[t], 3)} for t in range(w.shape[0])]
+    step = step or max(8, min(16, 480 // lengths[-1]))
+    params = [alt.param(name="length", value=length, bind=alt.binding_range(min=lengths[0], max=lengths[-1], step=1, name="長さ ")),
+              alt.param(name="example", value=example, bind=alt.binding_range(min=0, max=n_ex - 1, step=1, name="例の番号 "))]
+    here = "datum.L == length && datum.e == example"
+    cells = (alt.Chart().transform_filter(f"datum.kind == 'w' && {here}")
+             .transform_flatten(["w"], as_=["a"])
+             .transform_window(n="row_number()", groupby=["t"])
+             .transform_calculate(s="datum.n - 1")
+             .transform_calculate(xk=_key("datum.s", "substring(datum.src, datum.s, datum.s + 1)"), yk=_key("datum.t", "datum.y")))
+    label = "slice(datum.value, 3)"
+    heat = cells.mark_rect().encode(
+        x=alt.X("xk:O", title="入力", axis=alt.Axis(labelExpr=label, labelAngle=0, orient="top")),
+        y=alt.Y("yk:O", title="出力", axis=alt.Axis(labelExpr=label)),
+        color=alt.Color("a:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title="重み", legend=alt.Legend(gradientLength=120)),
+        tooltip=[alt.Tooltip("y:N", title="出力"), alt.Tooltip("s:Q", title="入力の位置（0 始まり）"), alt.Tooltip("a:Q", title="重み", format=".3f")],
+    ).properties(width=alt.Step(step), height=alt.Step(step))
+    tops = (cells.transform_filter("datum.t < datum.L").transform_joinaggregate(top="max(a)", groupby=["t"])
+            .transform_filter("datum.a == datum.top")
+            .transform_calculate(on="datum.s == datum.L - 1 - datum.t ? 1 : 0", right="datum.s == datum.L - datum.t ? 1 : 0")
+            .transform_aggregate(on="max(on)", right="max(right)", groupby=["t"])
+            .transform_aggregate(on="sum(on)", right="sum(right)", steps="count()"))
+    line = _state_line(tops, "'長さ ' + length + '・例 ' + example + '：重みが最大の入力は、' + datum.steps + ' ステップ中 対応する位置に '"
+                             " + datum.on + '、一つ右に ' + datum.right")
+    verdict = _state_line(alt.Chart().transform_filter(f"datum.kind == 'ex' && {here}"),
+                          "'入力 ' + datum.src + ' → 出力 ' + datum.out + '（' + (datum.exact ? '正解' : '誤り') + '）'", color="#555555")
+    return Figure(alt.vconcat(line, verdict, heat, spacing=4, data=alt.Data(values=rows))
+                  .add_params(*params)
+                  .properties(usermeta={"mixbook": {"kind": "alignment"}},
+                              title=alt.Title("注意の重み a(t, s)：縦が出力、横が入力（明るいほど大きい）")))
+
+
+def alignment_state(chart: Any, *, length: int, example: int) -> dict[str, Any]:
+    """What :func:`alignment_chart` shows for (length, example), computed with NumPy from the embedded weights.
+
+    ``on`` / ``right``: over the output steps t < L, how many have their largest weight (ties count) on
+    the corresponding input position L - 1 - t / one to its right.
+    """
+    (rows,) = chart_datasets(chart).values()
+    (ex,) = [r for r in rows if r["kind"] == "ex" and r["L"] == length and r["e"] == example]
+    w = np.array([r["w"] for r in sorted((r for r in rows if r["kind"] == "w" and r["L"] == length and r["e"] == example),
+                                          key=lambda r: r["t"])])
+    steps = w[:length]
+    top = steps.max(axis=1)
+    t = np.arange(len(steps))
+    on = steps[t, length - 1 - t] == top
+    right = np.array([length - t_ < length and steps[t_, length - t_] == top[t_] for t_ in t])
+    return {"weights": w, "source": ex["src"], "output": ex["out"], "exact": ex["exact"], "steps": len(steps),
+            "on": int(on.sum()), "right": int(right.sum())}
 
 
 # -- chapter 6: why the scores are divided by sqrt(d_k) -------------------------------------------------------------
@@ -250,184 +508,6 @@ def pe_position_state(n_positions: int, d_model: int, *, pos: int, dim: int, bas
             "wavelength": float(2 * np.pi * base ** ((dim - dim % 2) / d_model))}
 
 
-# -- chapter 4: the fixed-size bottleneck of an encoder-decoder ------------------------------------------------------
-
-def bottleneck_chart(accuracy: Any, examples: Mapping[int, tuple[str, str]], *, hidden: int, length: int | None = None,
-                     chance: float | None = None, width: int = 560) -> Figure:
-    """For an input length on a slider: one example's characters all funnelled into c, and the accuracy at that length.
-
-    ``accuracy``: a table with columns ``length``, ``accuracy`` (exact match) and ``char_accuracy``
-    (e.g. :func:`mixlib.course.seq2seq.accuracy_by_length`); ``examples`` maps each length to
-    ``(source, output)``: an input of that length and what the model decoded from it. The upper panel
-    draws the input characters, the one vector c of ``hidden`` dimensions they all pass through, and the
-    output with each character blue where it is right and red where it is wrong; the lower panel both
-    accuracies against length, the chosen length marked (``chance``: a dotted line).
-    """
-    alt = _alt()
-    table = {int(r.length): (float(r.accuracy), float(r.char_accuracy)) for r in accuracy.itertuples()}
-    lengths = sorted(table)
-    if not lengths:
-        raise ValueError("accuracy is empty: give a row per length (columns length, accuracy, char_accuracy).")
-    missing = [L for L in lengths if L not in examples]
-    if missing:
-        raise ValueError(f"examples has no (source, output) for the lengths {missing}: give one example per length.")
-    for L in lengths:
-        if len(examples[L][0]) != L:
-            raise ValueError(f"examples[{L}] has a source of {len(examples[L][0])} characters, not {L}.")
-    length = lengths[len(lengths) // 2] if length is None else _check_index("length", length, max(lengths) + 1)
-    if length not in table:
-        raise ValueError(f"length={length} is not one of the measured lengths {lengths[0]}..{lengths[-1]}.")
-    span = max(lengths) + 1  # the widest output: L characters and <eos> (drawn as the end of the row)
-    rows: list[dict[str, Any]] = []
-    for L in lengths:
-        source, output = examples[L]
-        target = source[::-1]
-        rows.append({"kind": "acc", "L": L, "acc": round(table[L][0], 4), "char": round(table[L][1], 4),
-                     "src": source, "out": output, "exact": output == target})
-        rows += [{"kind": "in", "L": L, "i": i, "ch": ch} for i, ch in enumerate(source)]
-        rows += [{"kind": "out", "L": L, "i": i, "ch": ch, "ok": i < len(target) and target[i] == ch} for i, ch in enumerate(output)]
-    param = alt.param(name="length", value=length,
-                      bind=alt.binding_range(min=lengths[0], max=lengths[-1], step=1, name="入力の長さ "))
-    x = alt.X("x:Q", scale=alt.Scale(domain=[-2.2, span]), axis=None)
-    y = alt.Y("y:Q", scale=alt.Scale(domain=[-0.6, 2.6]), axis=None)
-    cells = (alt.Chart().transform_filter("datum.L == length && (datum.kind == 'in' || datum.kind == 'out')")
-             .transform_calculate(x=f"datum.i + ({span} - length) / 2", y="datum.kind == 'in' ? 2 : 0"))
-    color = alt.condition("datum.kind == 'in' || datum.ok", alt.value("#4c72b0"), alt.value("#c44e52"))
-    boxes = cells.mark_square(size=170, filled=False, strokeWidth=1).encode(x=x, y=y, color=color)
-    chars = cells.mark_text(fontSize=11, fontWeight="bold").encode(x=x, y=y, text="ch:N", color=color)
-    c_x = (span - 1) / 2
-    funnel = cells.transform_calculate(x2=str(c_x), y2="1").mark_rule(color="#bbbbbb", strokeWidth=0.7).encode(
-        x=x, y=alt.Y("y1:Q", scale=alt.Scale(domain=[-0.6, 2.6]), axis=None), x2="x2:Q", y2="y2:Q"
-    ).transform_calculate(y1="datum.kind == 'in' ? 1.8 : 0.2")
-    c_box = alt.Chart(alt.Data(values=[{"x": c_x, "y": 1, "t": f"c（{hidden} 次元）"}]))
-    c_marks = [c_box.mark_point(shape="square", size=1400, filled=True, color="#8a2f86", opacity=0.9).encode(x=x, y=y),
-               c_box.mark_text(color="white", fontSize=10, fontWeight="bold").encode(x=x, y=y, text=alt.value("c")),
-               c_box.mark_text(align="left", dx=26, fontSize=11, color="#8a2f86").encode(x=x, y=y, text="t:N")]
-    side = alt.Chart(alt.Data(values=[{"x": -2.2, "y": 2, "t": "入力"}, {"x": -2.2, "y": 0, "t": "出力"}])).mark_text(
-        align="left", fontSize=11, color="#555555").encode(x=x, y=y, text="t:N")
-    diagram = alt.layer(funnel, boxes, chars, *c_marks, side).properties(width=width, height=130)
-    curve = alt.Chart().transform_filter("datum.kind == 'acc'").transform_fold(["acc", "char"], as_=["m", "v"]).transform_calculate(
-        name="datum.m == 'acc' ? '完全一致' : '文字ごと'")
-    lines = curve.mark_line(point=alt.OverlayMarkDef(size=18)).encode(
-        x=alt.X("L:Q", title="入力の長さ", scale=alt.Scale(domain=[lengths[0], lengths[-1]], nice=False)),
-        y=alt.Y("v:Q", title="正解率", scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("name:N", title=None, scale=alt.Scale(domain=["完全一致", "文字ごと"], range=["#4c72b0", "#dd8452"]),
-                        legend=alt.Legend(orient="bottom", direction="horizontal")),
-        tooltip=[alt.Tooltip("L:Q", title="長さ"), alt.Tooltip("name:N", title="指標"), alt.Tooltip("v:Q", title="正解率", format=".2f")])
-    here = curve.transform_filter("datum.L == length").mark_point(size=120, filled=True, color="#d62728").encode(x="L:Q", y="v:Q")
-    layers = [lines, here]
-    if chance is not None:
-        layers.append(alt.Chart().mark_rule(color="#888888", strokeDash=[2, 2]).encode(y=alt.datum(float(chance))))
-    plot = alt.layer(*layers).properties(width=width, height=150)
-    line = _state_line(alt.Chart().transform_filter("datum.kind == 'acc' && datum.L == length"),
-                       f"'長さ ' + length + '：完全一致 ' + format(datum.acc, '.2f') + '、文字ごと ' + format(datum.char, '.2f')"
-                       f" + '（c は長さによらず {hidden} 次元）　この例は ' + (datum.exact ? '正解' : '誤り')")
-    return Figure(alt.vconcat(line, diagram, plot, spacing=6, data=alt.Data(values=rows))
-                  .add_params(param)
-                  .properties(usermeta={"mixbook": {"kind": "bottleneck", "hidden": int(hidden)}},
-                              title=alt.Title("長さを変えても、デコーダに渡るのは同じ大きさの c だけ",
-                                              subtitle="上：一つの例（出力の青は正しい文字、赤は誤り）　下：長さごとの正解率（赤：選んだ長さ"
-                                                       + ("、点線：偶然の値）" if chance is not None else "）"))))
-
-
-def bottleneck_state(chart: Any, *, length: int) -> dict[str, Any]:
-    """What :func:`bottleneck_chart` shows for ``length``: both accuracies, the example and whether it is right."""
-    (rows,) = chart_datasets(chart).values()
-    (acc,) = [r for r in rows if r["kind"] == "acc" and r["L"] == length]
-    return {"accuracy": acc["acc"], "char_accuracy": acc["char"], "source": acc["src"], "output": acc["out"],
-            "exact": acc["out"] == acc["src"][::-1]}
-
-
-# -- chapter 5: what the decoder attends to ---------------------------------------------------------------------------
-
-def _key(i: str, text: str) -> str:
-    """Vega expression: an ordered axis key "<2-digit index>|<text>" (the axis shows only the text)."""
-    return f"(({i}) < 10 ? '0' : '') + ({i}) + '|' + ({text})"
-
-
-def alignment_chart(examples: Mapping[int, Sequence[tuple[str, str, Any]]], *, length: int | None = None, example: int = 0,
-                    step: int | None = None) -> Figure:
-    """The attention weights a(t, s) of a decoder, as a heatmap, for an input length and an example on sliders.
-
-    ``examples`` maps each input length to a list (the same number for every length) of
-    ``(source, output, weights)``: an input, the model's output and its weights, shape
-    ``(len(output) + 1, len(source))`` (a row per output character and one for ``<eos>``; fewer rows if
-    decoding stopped early). The line above names, over the output steps t < L, how often the largest
-    weight is on the corresponding input position S - t (0-based: L - 1 - t) and how often one to its
-    right; :func:`alignment_state` computes the same from the embedded weights.
-    """
-    alt = _alt()
-    lengths = sorted(int(L) for L in examples)
-    if not lengths:
-        raise ValueError("examples is empty: give, per input length, a list of (source, output, weights).")
-    n_ex = {len(examples[L]) for L in lengths}
-    if len(n_ex) != 1 or min(n_ex) < 1:
-        raise ValueError("every length needs the same number (at least 1) of examples.")
-    n_ex = min(n_ex)
-    length = lengths[-1] if length is None else int(length)
-    if length not in lengths:
-        raise ValueError(f"length={length} is not one of the given lengths {lengths}.")
-    example = _check_index("example", example, n_ex)
-    rows: list[dict[str, Any]] = []
-    for L in lengths:
-        for e, (source, output, weights) in enumerate(examples[L]):
-            w = np.asarray(weights, dtype=float)
-            if len(source) != L or w.ndim != 2 or w.shape[1] != L or not 1 <= w.shape[0] <= len(output) + 1:
-                raise ValueError(f"examples[{L}][{e}]: the source has {len(source)} characters and the weights shape "
-                                 f"{w.shape}; want a source of {L} characters and weights of shape (<= {len(output) + 1}, {L}).")
-            rows.append({"kind": "ex", "L": L, "e": e, "src": source, "out": output, "exact": output == source[::-1]})
-            ys = list(output) + ["<eos>"]
-            rows += [{"kind": "w", "L": L, "e": e, "t": t, "y": ys[t], "src": source, "w": _round(w[t], 3)} for t in range(w.shape[0])]
-    step = step or max(8, min(16, 480 // lengths[-1]))
-    params = [alt.param(name="length", value=length, bind=alt.binding_range(min=lengths[0], max=lengths[-1], step=1, name="長さ ")),
-              alt.param(name="example", value=example, bind=alt.binding_range(min=0, max=n_ex - 1, step=1, name="例の番号 "))]
-    here = "datum.L == length && datum.e == example"
-    cells = (alt.Chart().transform_filter(f"datum.kind == 'w' && {here}")
-             .transform_flatten(["w"], as_=["a"])
-             .transform_window(n="row_number()", groupby=["t"])
-             .transform_calculate(s="datum.n - 1")
-             .transform_calculate(xk=_key("datum.s", "substring(datum.src, datum.s, datum.s + 1)"), yk=_key("datum.t", "datum.y")))
-    label = "slice(datum.value, 3)"
-    heat = cells.mark_rect().encode(
-        x=alt.X("xk:O", title="入力", axis=alt.Axis(labelExpr=label, labelAngle=0, orient="top")),
-        y=alt.Y("yk:O", title="出力", axis=alt.Axis(labelExpr=label)),
-        color=alt.Color("a:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title="重み", legend=alt.Legend(gradientLength=120)),
-        tooltip=[alt.Tooltip("y:N", title="出力"), alt.Tooltip("s:Q", title="入力の位置（0 始まり）"), alt.Tooltip("a:Q", title="重み", format=".3f")],
-    ).properties(width=alt.Step(step), height=alt.Step(step))
-    tops = (cells.transform_filter("datum.t < datum.L").transform_joinaggregate(top="max(a)", groupby=["t"])
-            .transform_filter("datum.a == datum.top")
-            .transform_calculate(on="datum.s == datum.L - 1 - datum.t ? 1 : 0", right="datum.s == datum.L - datum.t ? 1 : 0")
-            .transform_aggregate(on="max(on)", right="max(right)", groupby=["t"])
-            .transform_aggregate(on="sum(on)", right="sum(right)", steps="count()"))
-    line = _state_line(tops, "'長さ ' + length + '・例 ' + example + '：重みが最大の入力は、' + datum.steps + ' ステップ中 対応する位置に '"
-                             " + datum.on + '、一つ右に ' + datum.right")
-    verdict = _state_line(alt.Chart().transform_filter(f"datum.kind == 'ex' && {here}"),
-                          "'入力 ' + datum.src + ' → 出力 ' + datum.out + '（' + (datum.exact ? '正解' : '誤り') + '）'", color="#555555")
-    return Figure(alt.vconcat(line, verdict, heat, spacing=4, data=alt.Data(values=rows))
-                  .add_params(*params)
-                  .properties(usermeta={"mixbook": {"kind": "alignment"}},
-                              title=alt.Title("注意の重み a(t, s)：縦が出力、横が入力（明るいほど大きい）")))
-
-
-def alignment_state(chart: Any, *, length: int, example: int) -> dict[str, Any]:
-    """What :func:`alignment_chart` shows for (length, example), computed with NumPy from the embedded weights.
-
-    ``on`` / ``right``: over the output steps t < L, how many have their largest weight (ties count) on
-    the corresponding input position L - 1 - t / one to its right.
-    """
-    (rows,) = chart_datasets(chart).values()
-    (ex,) = [r for r in rows if r["kind"] == "ex" and r["L"] == length and r["e"] == example]
-    w = np.array([r["w"] for r in sorted((r for r in rows if r["kind"] == "w" and r["L"] == length and r["e"] == example),
-                                          key=lambda r: r["t"])])
-    steps = w[:length]
-    top = steps.max(axis=1)
-    t = np.arange(len(steps))
-    on = steps[t, length - 1 - t] == top
-    right = np.array([length - t_ < length and steps[t_, length - t_] == top[t_] for t_ in t])
-    return {"weights": w, "source": ex["src"], "output": ex["out"], "exact": ex["exact"], "steps": len(steps),
-            "on": int(on.sum()), "right": int(right.sum())}
-
-
 # -- chapter 7: which generated lower phrases are wrong, epoch by epoch ----------------------------------------------
 
 def errors_chart(generations: Any, *, epoch: int, max_rows: int = 12, max_chars: int = 36, char_step: int = 14) -> Figure:
@@ -505,83 +585,3 @@ def errors_state(chart: Any, *, epoch: int) -> dict[str, Any]:
         marks = [i < len(gold) and gold[i] == ch for i, ch in enumerate(pred)] + [False] * max(0, len(gold) - len(pred))
         red += marks[: meta["max_chars"]].count(False)
     return {"n": ep["n"], "wrong": ep["wrong"], "shown": len(shown), "red": red}
-
-
-# -- chapter 2: nearest words by window and weighting ----------------------------------------------------------------
-
-def neighbour_chart(neighbours: Mapping[tuple[str, int, str], Sequence[tuple[str, float]]], kinds: Mapping[str, str], *,
-                    word: str, window: int, weighting: str, shares: Mapping[tuple[int, str], float] | None = None,
-                    colors: Mapping[str, Any] | None = None, width: int = 300) -> Figure:
-    """A word's nearest words as bars coloured by their kind, for a word, a context window and a weighting on controls.
-
-    ``neighbours[(word, window, weighting)]`` holds ``(item, cosine)`` pairs, largest first (the same
-    number for every key; e.g. ``WordVectors.nearest(word, k)`` of each space); ``kinds`` maps a word to
-    its kind (others are "その他"), ``colors`` a kind to a matplotlib colour; ``shares[(window, weighting)]``
-    (optional) is a summary of that setting, shown in the line above the bars.
-    """
-    alt = _alt()
-    from matplotlib.colors import to_hex
-
-    if not neighbours:
-        raise ValueError("neighbours is empty: give (item, cosine) pairs for each (word, window, weighting).")
-    words = sorted({k[0] for k in neighbours})
-    windows = sorted({int(k[1]) for k in neighbours})
-    weightings = list(dict.fromkeys(k[2] for k in neighbours))
-    missing = [(w, n, t) for w in words for n in windows for t in weightings if (w, n, t) not in neighbours]
-    if missing:
-        raise ValueError(f"neighbours lacks {len(missing)} of the (word, window, weighting) combinations, e.g. {missing[0]}.")
-    if len({len(v) for v in neighbours.values()}) != 1:
-        raise ValueError("every (word, window, weighting) needs the same number of neighbours.")
-    for name, value, options in (("word", word, words), ("window", window, windows), ("weighting", weighting, weightings)):
-        if value not in options:
-            raise ValueError(f"{name}={value!r} is not one of the given {name}s {options[:8]}{'...' if len(options) > 8 else ''}.")
-    if shares is not None and any((n, t) not in shares for n in windows for t in weightings):
-        raise ValueError("shares needs a value for every (window, weighting).")
-    rows: list[dict[str, Any]] = []
-    for (w, n, t), pairs in neighbours.items():
-        for r, (item, v) in enumerate(pairs, start=1):
-            rows.append({"w": words.index(w), "n": int(n), "t": t, "r": r, "item": str(item), "v": round(float(v), 4),
-                         "g": kinds.get(item, "その他")})
-    for n in windows:
-        for t in weightings:
-            rows.append({"w": -1, "n": n, "t": t, "share": None if shares is None else round(float(shares[(n, t)]), 4)})
-    params = [alt.param(name="word", value=words.index(word), bind=alt.binding_select(options=list(range(len(words))), labels=words,
-                                                                                      name="語 ")),
-              alt.param(name="win", value=int(window), bind=alt.binding_range(min=windows[0], max=windows[-1], step=1, name="窓の幅 ")),
-              alt.param(name="weighting", value=weighting, bind=alt.binding_select(options=weightings, name="重み付け "))]
-    present = list(dict.fromkeys(r["g"] for r in rows if "g" in r))
-    word_kinds = [kinds.get(w, "その他") for w in words]
-    color = alt.Color("g:N", title="語の種類", legend=alt.Legend(orient="right"),
-                      scale=alt.Scale(domain=present, range=[to_hex(colors[p]) if colors and p in colors else "#7f7f7f" for p in present]))
-    sel = alt.Chart().transform_filter("datum.w == word && datum.n == win && datum.t == weighting")
-    bars = sel.mark_bar().encode(
-        y=alt.Y("item:N", sort=alt.SortField("r"), title=None),
-        x=alt.X("v:Q", title="コサイン類似度", scale=alt.Scale(domain=[min(0.0, min(r["v"] for r in rows if "v" in r)), 1])),
-        color=color,
-        tooltip=[alt.Tooltip("r:Q", title="順位"), alt.Tooltip("item:N", title="語"), alt.Tooltip("g:N", title="種類"),
-                 alt.Tooltip("v:Q", title="コサイン類似度", format=".3f")],
-    ).properties(width=width, height=alt.Step(18))
-    first = _state_line(
-        sel.transform_filter("datum.r == 1").transform_lookup(lookup="w", from_=alt.LookupData(
-            alt.Data(values=[{"w": i, "word": w, "kind": k} for i, (w, k) in enumerate(zip(words, word_kinds))]), "w", ["word", "kind"])),
-        "'「' + datum.word + '」（' + datum.kind + '）に近い語（窓 ' + win + '、' + weighting + '）：1 位 ' + datum.item"
-        " + '（' + format(datum.v, '.3f') + '）'")
-    lines = [first]
-    if shares is not None:
-        lines.append(_state_line(alt.Chart().transform_filter("datum.w == -1 && datum.n == win && datum.t == weighting"),
-                                 "'この設定での同じ種類の割合（全内容語の平均）：' + format(datum.share, '.3f')", color="#555555"))
-    return Figure(alt.vconcat(*lines, bars, spacing=4, data=alt.Data(values=rows))
-                  .add_params(*params)
-                  .properties(usermeta={"mixbook": {"kind": "neighbour", "words": words, "word_kinds": word_kinds}},
-                              title=alt.Title("近い語（コサイン類似度の大きい順、色は語の種類）")))
-
-
-def neighbour_state(chart: Any, *, word: int, window: int, weighting: str) -> dict[str, Any]:
-    """What :func:`neighbour_chart` draws for a setting (``word``: its index in the dropdown): items, values, kinds, share."""
-    spec = chart if isinstance(chart, dict) else chart.to_dict()
-    (rows,) = chart_datasets(spec).values()
-    mine = sorted((r for r in rows if r["w"] == word and r["n"] == window and r["t"] == weighting), key=lambda r: r["r"])
-    (share,) = [r["share"] for r in rows if r["w"] == -1 and r["n"] == window and r["t"] == weighting]
-    meta = spec["usermeta"]["mixbook"]
-    return {"word": meta["words"][word], "word_kind": meta["word_kinds"][word], "items": [r["item"] for r in mine], "values": [r["v"] for r in mine],
-            "kinds": [r["g"] for r in mine], "share": share}
