@@ -96,11 +96,14 @@ def expected_text(spec: dict, state: dict) -> str | list[str]:
     meta = spec.get("usermeta", {}).get("mixbook", {})
     if kind == "softmax_scale":
         s = course_charts.softmax_scale_state(spec, d_k=int(state["dk"]))
-        return f"d_k = {int(state['dk'])}：最大の重み　割らない {s['max_raw']:.2f}　√d_k で割る {s['max_scaled']:.2f}"
+        want = [f"d_k = {int(state['dk'])}：この例の最大の重みは、割らないと {s['max_raw']:.2f}、√d_k で割ると {s['max_scaled']:.2f}"]
+        if s["mean_max"] is not None:
+            want.append(f"（{meta['n_mean']} 例の平均では {s['mean_max'][0]:.2f} と {s['mean_max'][1]:.2f}。一つの例は平均からずれる）")
+        return want
     if kind == "pe_dot":
         d = int(state["delta"])
         s = course_charts.pe_dot_state(meta["n_positions"], meta["d_model"], delta=d, base=meta["base"])
-        return f"δ = {d}：PE[pos]·PE[pos+δ] は {s['n']} 組で 最小 {_d3(s['lo'])}・最大 {_d3(s['hi'])}"
+        return f"δ = {d}：差が δ の {s['n']} 組の内積 PE[pos]·PE[pos+δ] は、最小 {_d3(s['lo'])}、最大 {_d3(s['hi'])}"
     if kind == "pe_position":
         pos, dim = int(state["pos"]), int(state["dim"])
         s = course_charts.pe_position_state(meta["n_positions"], meta["d_model"], pos=pos, dim=dim, base=meta["base"])
@@ -108,12 +111,12 @@ def expected_text(spec: dict, state: dict) -> str | list[str]:
     if kind == "bottleneck":
         L = int(state["length"])
         s = course_charts.bottleneck_state(spec, length=L)
-        return (f"長さ {L}：完全一致 {s['accuracy']:.2f}、文字ごと {s['char_accuracy']:.2f}（c は長さによらず {meta['hidden']} 次元）"
-                f"　この例は {'正解' if s['exact'] else '誤り'}")
+        return (f"長さ {L}：完全一致 {s['accuracy']:.2f}、文字ごと {s['char_accuracy']:.2f}（c は長さによらず {meta['hidden']} 次元）。"
+                f"この例：{'正解' if s['exact'] else '不正解'}（正しい文字 {s['right']} / {L}）")
     if kind == "alignment":
-        L, e = int(state["length"]), int(state["example"])
-        s = course_charts.alignment_state(spec, length=L, example=e)
-        return f"長さ {L}・例 {e}：重みが最大の入力は、{s['steps']} ステップ中 対応する位置に {s['on']}、一つ右に {s['right']}"
+        L, e = int(state["length"]), int(state["example"])  # the slider counts examples from 1
+        s = course_charts.alignment_state(spec, length=L, example=e - 1)
+        return f"長さ {L}・例 {e}/{meta['n_examples']}：重みが最大の入力は、{s['steps']} ステップ中 対応する位置に {s['on']}、一つ右に {s['right']}"
     if kind == "errors":
         ep = int(state["epoch"])
         s = course_charts.errors_state(spec, epoch=ep)
@@ -121,7 +124,7 @@ def expected_text(spec: dict, state: dict) -> str | list[str]:
         if s["wrong"] == 0:
             return [head + "（すべて完全一致）"]
         head += f"（上から {meta['max_rows']} 首を表示）" if s["wrong"] > meta["max_rows"] else ""
-        return [head, f"赤（誤り・足りない文字）は {s['red']} 字"]
+        return [head, f"灰色の行が正解、その下の行が生成。赤（誤り・足りない文字）は {s['red']} 字"]
     if kind == "neighbour":
         win, wt = int(state["win"]), state["weighting"]
         s = course_charts.neighbour_state(spec, word=int(state["word"]), window=win, weighting=wt)

@@ -33,6 +33,19 @@ def test_softmax_scale_chart_embeds_the_scores_and_its_state_is_the_two_softmaxe
     assert charts.softmax_scale_state(spec, d_k=256)["max_raw"] > charts.softmax_scale_state(spec, d_k=256)["max_scaled"]
 
 
+def test_softmax_scale_chart_carries_the_mean_over_many_draws():
+    scores = {4: [1.0, 2.0, 0.5], 16: [3.0, -1.0, 0.0]}
+    spec = charts.softmax_scale_chart(scores, mean_max={4: (0.5, 0.4), 16: (0.8, 0.45)}, n_mean=100).to_dict()
+    assert spec["usermeta"]["mixbook"]["n_mean"] == 100
+    assert charts.softmax_scale_state(spec, d_k=16)["mean_max"] == (0.8, 0.45)
+    np.testing.assert_allclose(charts.softmax_scale_state(spec, d_k=16)["raw"], np.exp([3.0, -1.0, 0.0]) / np.exp([3.0, -1.0, 0.0]).sum())
+    assert charts.softmax_scale_state(charts.softmax_scale_chart(scores).to_dict(), d_k=4)["mean_max"] is None
+    with pytest.raises(ValueError, match="n_mean"):
+        charts.softmax_scale_chart(scores, mean_max={4: (0.5, 0.4), 16: (0.8, 0.45)})
+    with pytest.raises(ValueError, match="every d_k"):
+        charts.softmax_scale_chart(scores, mean_max={4: (0.5, 0.4)}, n_mean=10)
+
+
 def test_softmax_scale_chart_checks_its_arguments():
     with pytest.raises(ValueError, match="not one of"):
         charts.softmax_scale_chart({4: [1.0, 2.0]}, d_k=8)
@@ -98,6 +111,7 @@ def test_bottleneck_chart_embeds_each_lengths_example_and_accuracy():
     for L, (source, output) in examples.items():
         s = charts.bottleneck_state(spec, length=L)
         assert (s["source"], s["output"], s["exact"]) == (source, output, output == source[::-1])
+        assert s["right"] == {3: 3, 4: 3, 5: 3}[L]  # "dcxa" against "dcba": all but x; "edc": three right, two missing
         outs = sorted((r for r in rows if r["kind"] == "out" and r["L"] == L), key=lambda r: r["i"])
         # a character is right where it equals the reversed source at its position
         assert [r["ok"] for r in outs] == [i < L and source[::-1][i] == ch for i, ch in enumerate(output)]
@@ -133,7 +147,8 @@ def _alignment_examples(lengths, n_ex=2, seed=0):
 def test_alignment_chart_embeds_the_weights_and_its_state_counts_the_maxima():
     examples = _alignment_examples([3, 5])
     spec = charts.alignment_chart(examples, length=5, example=1).to_dict()
-    assert spec["usermeta"]["mixbook"]["kind"] == "alignment"
+    assert spec["usermeta"]["mixbook"] == {"kind": "alignment", "n_examples": 2}
+    assert [p["value"] for p in spec["params"]] == [5, 2]  # the example slider counts from 1
     for L, exs in examples.items():
         for e, (src, out, w) in enumerate(exs):
             s = charts.alignment_state(spec, length=L, example=e)

@@ -59,7 +59,7 @@ def _softmax(z: np.ndarray) -> np.ndarray:
 
 def neighbour_chart(neighbours: Mapping[tuple[str, int, str], Sequence[tuple[str, float]]], kinds: Mapping[str, str], *,
                     word: str, window: int, weighting: str, shares: Mapping[tuple[int, str], float] | None = None,
-                    colors: Mapping[str, Any] | None = None, width: int = 300) -> Figure:
+                    colors: Mapping[str, Any] | None = None, width: int = 420) -> Figure:
     """A word's nearest words as bars coloured by their kind, for a word, a context window and a weighting on controls.
 
     ``neighbours[(word, window, weighting)]`` holds ``(item, cosine)`` pairs, largest first (the same
@@ -168,7 +168,7 @@ def bottleneck_chart(accuracy: Any, examples: Mapping[int, tuple[str, str]], *, 
         source, output = examples[L]
         target = source[::-1]
         rows.append({"kind": "acc", "L": L, "acc": round(table[L][0], 4), "char": round(table[L][1], 4),
-                     "src": source, "out": output, "exact": output == target})
+                     "src": source, "out": output, "exact": output == target, "right": _right_chars(target, output)})
         rows += [{"kind": "in", "L": L, "i": i, "ch": ch} for i, ch in enumerate(source)]
         rows += [{"kind": "out", "L": L, "i": i, "ch": ch, "ok": i < len(target) and target[i] == ch} for i, ch in enumerate(output)]
     param = alt.param(name="length", value=length,
@@ -199,28 +199,37 @@ def bottleneck_chart(accuracy: Any, examples: Mapping[int, tuple[str, str]], *, 
         color=alt.Color("name:N", title=None, scale=alt.Scale(domain=["完全一致", "文字ごと"], range=["#4c72b0", "#dd8452"]),
                         legend=alt.Legend(orient="bottom", direction="horizontal")),
         tooltip=[alt.Tooltip("L:Q", title="長さ"), alt.Tooltip("name:N", title="指標"), alt.Tooltip("v:Q", title="正解率", format=".2f")])
-    here = curve.transform_filter("datum.L == length").mark_point(size=120, filled=True, color="#d62728").encode(x="L:Q", y="v:Q")
+    here = curve.transform_filter("datum.L == length").mark_point(size=150, filled=False, strokeWidth=2.5, color="#222222").encode(
+        x="L:Q", y="v:Q")
     layers = [lines, here]
     if chance is not None:
         layers.append(alt.Chart().mark_rule(color="#888888", strokeDash=[2, 2]).encode(y=alt.datum(float(chance))))
     plot = alt.layer(*layers).properties(width=width, height=150)
     line = _state_line(alt.Chart().transform_filter("datum.kind == 'acc' && datum.L == length"),
                        f"'長さ ' + length + '：完全一致 ' + format(datum.acc, '.2f') + '、文字ごと ' + format(datum.char, '.2f')"
-                       f" + '（c は長さによらず {hidden} 次元）　この例は ' + (datum.exact ? '正解' : '誤り')")
+                       f" + '（c は長さによらず {hidden} 次元）。この例：' + (datum.exact ? '正解' : '不正解')"
+                       " + '（正しい文字 ' + datum.right + ' / ' + datum.L + '）'")
     return Figure(alt.vconcat(line, diagram, plot, spacing=6, data=alt.Data(values=rows))
                   .add_params(param)
                   .properties(usermeta={"mixbook": {"kind": "bottleneck", "hidden": int(hidden)}},
                               title=alt.Title("長さを変えても、デコーダに渡るのは同じ大きさの c だけ",
-                                              subtitle="上：一つの例（出力の青は正しい文字、赤は誤り）　下：長さごとの正解率（赤：選んだ長さ"
+                                              subtitle="上：一つの例（出力の青は正しい文字、赤は誤り）　下：長さごとの正解率（黒い輪：選んだ長さ"
                                                        + ("、点線：偶然の値）" if chance is not None else "）"))))
 
 
+def _right_chars(target: str, output: str) -> int:
+    """How many positions of ``target`` the output has right (the same character at the same position)."""
+    return sum(i < len(output) and output[i] == ch for i, ch in enumerate(target))
+
+
 def bottleneck_state(chart: Any, *, length: int) -> dict[str, Any]:
-    """What :func:`bottleneck_chart` shows for ``length``: both accuracies, the example and whether it is right."""
+    """What :func:`bottleneck_chart` shows for ``length``: both accuracies, the example, whether it is right and how
+    many of its characters are."""
     (rows,) = chart_datasets(chart).values()
     (acc,) = [r for r in rows if r["kind"] == "acc" and r["L"] == length]
+    target = acc["src"][::-1]
     return {"accuracy": acc["acc"], "char_accuracy": acc["char"], "source": acc["src"], "output": acc["out"],
-            "exact": acc["out"] == acc["src"][::-1]}
+            "exact": acc["out"] == target, "right": _right_chars(target, acc["out"])}
 
 
 # -- chapter 5: what the decoder attends to ---------------------------------------------------------------------------
@@ -231,7 +240,7 @@ def _key(i: str, text: str) -> str:
 
 
 def alignment_chart(examples: Mapping[int, Sequence[tuple[str, str, Any]]], *, length: int | None = None, example: int = 0,
-                    step: int | None = None) -> Figure:
+                    size: int | None = None) -> Figure:
     """The attention weights a(t, s) of a decoder, as a heatmap, for an input length and an example on sliders.
 
     ``examples`` maps each input length to a list (the same number for every length) of
@@ -263,10 +272,10 @@ def alignment_chart(examples: Mapping[int, Sequence[tuple[str, str, Any]]], *, l
             rows.append({"kind": "ex", "L": L, "e": e, "src": source, "out": output, "exact": output == source[::-1]})
             ys = list(output) + ["<eos>"]
             rows += [{"kind": "w", "L": L, "e": e, "t": t, "y": ys[t], "src": source, "w": _round(w[t], 3)} for t in range(w.shape[0])]
-    step = step or max(8, min(16, 480 // lengths[-1]))
+    size = size or min(420, 16 * (lengths[-1] + 1))
     params = [alt.param(name="length", value=length, bind=alt.binding_range(min=lengths[0], max=lengths[-1], step=1, name="長さ ")),
-              alt.param(name="example", value=example, bind=alt.binding_range(min=0, max=n_ex - 1, step=1, name="例の番号 "))]
-    here = "datum.L == length && datum.e == example"
+              alt.param(name="example", value=example + 1, bind=alt.binding_range(min=1, max=n_ex, step=1, name="例 "))]
+    here = "datum.L == length && datum.e == example - 1"  # the slider counts examples from 1
     cells = (alt.Chart().transform_filter(f"datum.kind == 'w' && {here}")
              .transform_flatten(["w"], as_=["a"])
              .transform_window(n="row_number()", groupby=["t"])
@@ -278,19 +287,19 @@ def alignment_chart(examples: Mapping[int, Sequence[tuple[str, str, Any]]], *, l
         y=alt.Y("yk:O", title="出力", axis=alt.Axis(labelExpr=label)),
         color=alt.Color("a:Q", scale=alt.Scale(scheme="viridis", domain=[0, 1]), title="重み", legend=alt.Legend(gradientLength=120)),
         tooltip=[alt.Tooltip("y:N", title="出力"), alt.Tooltip("s:Q", title="入力の位置（0 始まり）"), alt.Tooltip("a:Q", title="重み", format=".3f")],
-    ).properties(width=alt.Step(step), height=alt.Step(step))
+    ).properties(width=size, height=size)  # the same size for every length: the sliders below stay where they are
     tops = (cells.transform_filter("datum.t < datum.L").transform_joinaggregate(top="max(a)", groupby=["t"])
             .transform_filter("datum.a == datum.top")
             .transform_calculate(on="datum.s == datum.L - 1 - datum.t ? 1 : 0", right="datum.s == datum.L - datum.t ? 1 : 0")
             .transform_aggregate(on="max(on)", right="max(right)", groupby=["t"])
             .transform_aggregate(on="sum(on)", right="sum(right)", steps="count()"))
-    line = _state_line(tops, "'長さ ' + length + '・例 ' + example + '：重みが最大の入力は、' + datum.steps + ' ステップ中 対応する位置に '"
+    line = _state_line(tops, f"'長さ ' + length + '・例 ' + example + '/{n_ex}：重みが最大の入力は、' + datum.steps + ' ステップ中 対応する位置に '"
                              " + datum.on + '、一つ右に ' + datum.right")
     verdict = _state_line(alt.Chart().transform_filter(f"datum.kind == 'ex' && {here}"),
                           "'入力 ' + datum.src + ' → 出力 ' + datum.out + '（' + (datum.exact ? '正解' : '誤り') + '）'", color="#555555")
     return Figure(alt.vconcat(line, verdict, heat, spacing=4, data=alt.Data(values=rows))
                   .add_params(*params)
-                  .properties(usermeta={"mixbook": {"kind": "alignment"}},
+                  .properties(usermeta={"mixbook": {"kind": "alignment", "n_examples": n_ex}},
                               title=alt.Title("注意の重み a(t, s)：縦が出力、横が入力（明るいほど大きい）")))
 
 
@@ -315,14 +324,18 @@ def alignment_state(chart: Any, *, length: int, example: int) -> dict[str, Any]:
 
 # -- chapter 6: why the scores are divided by sqrt(d_k) -------------------------------------------------------------
 
-def softmax_scale_chart(scores: Mapping[int, Sequence[float]], *, d_k: int | None = None, width: int = 260) -> Figure:
+def softmax_scale_chart(scores: Mapping[int, Sequence[float]], *, d_k: int | None = None,
+                        mean_max: Mapping[int, tuple[float, float]] | None = None, n_mean: int | None = None,
+                        width: int = 255) -> Figure:
     """Softmax weights of one query's scores against its keys, as they are and divided by sqrt(d_k).
 
     ``scores`` maps each d_k to the raw dot products q·k_j of one query with its keys (e.g. q and k
     drawn from a standard normal in d_k dimensions); a dropdown picks d_k. The chart computes both
     softmaxes itself (max-subtracted exponentials over the embedded scores), draws them side by side
     with the uniform weight as a dotted line, and names each panel's largest weight;
-    :func:`softmax_scale_state` computes the same weights with NumPy.
+    :func:`softmax_scale_state` computes the same weights with NumPy. One example varies from draw to
+    draw, so ``mean_max`` (optional) gives, per d_k, the largest weight averaged over ``n_mean`` draws
+    (unscaled, scaled), shown in a second line.
     """
     alt = _alt()
     dks = [int(d) for d in scores]
@@ -334,9 +347,13 @@ def softmax_scale_chart(scores: Mapping[int, Sequence[float]], *, d_k: int | Non
     d_k = dks[-1] if d_k is None else int(d_k)
     if d_k not in dks:
         raise ValueError(f"d_k={d_k} is not one of the given d_k values {dks}.")
+    if mean_max is not None and (n_mean is None or any(d not in mean_max for d in dks)):
+        raise ValueError("mean_max needs a pair (unscaled, scaled) for every d_k, and n_mean the number of draws it averages.")
     rows = [{"d": d, "key": j, "s": s} for d in dks for j, s in enumerate(_round(scores[d], 5))]
+    if mean_max is not None:
+        rows += [{"d": d, "key": -1, "m0": round(float(mean_max[d][0]), 4), "m1": round(float(mean_max[d][1]), 4)} for d in dks]
     param = alt.param(name="dk", value=d_k, bind=alt.binding_select(options=dks, name="d_k "))
-    base = (alt.Chart().transform_filter("datum.d == dk")
+    base = (alt.Chart().transform_filter("datum.d == dk && datum.key >= 0")
             .transform_calculate(z1="datum.s / sqrt(datum.d)")
             .transform_joinaggregate(m0="max(s)", m1="max(z1)")
             .transform_calculate(e0="exp(datum.s - datum.m0)", e1="exp(datum.z1 - datum.m1)")
@@ -350,23 +367,29 @@ def softmax_scale_chart(scores: Mapping[int, Sequence[float]], *, d_k: int | Non
             y=alt.Y(f"{field}:Q", title="softmax の重み", scale=alt.Scale(domain=[0, 1.05])),
             tooltip=[alt.Tooltip("key:O", title="キー"), alt.Tooltip(f"{field}:Q", title="重み", format=".3f")])
         panels.append(alt.layer(bars, uniform).properties(width=width, height=150, title=alt.Title(name, fontSize=12)))
-    line = _state_line(base.transform_aggregate(P0="max(p0)", P1="max(p1)"),
-                       "'d_k = ' + dk + '：最大の重み　割らない ' + format(datum.P0, '.2f')"
-                       " + '　√d_k で割る ' + format(datum.P1, '.2f')")
-    return Figure(alt.vconcat(line, alt.hconcat(*panels, spacing=20), spacing=6, data=alt.Data(values=rows))
+    lines = [_state_line(base.transform_aggregate(P0="max(p0)", P1="max(p1)"),
+                         "'d_k = ' + dk + '：この例の最大の重みは、割らないと ' + format(datum.P0, '.2f')"
+                         " + '、√d_k で割ると ' + format(datum.P1, '.2f')")]
+    if mean_max is not None:
+        lines.append(_state_line(alt.Chart().transform_filter("datum.d == dk && datum.key < 0"),
+                                 f"'（{n_mean} 例の平均では ' + format(datum.m0, '.2f') + ' と ' + format(datum.m1, '.2f')"
+                                 f" + '。一つの例は平均からずれる）'", color="#555555"))
+    return Figure(alt.vconcat(*lines, alt.hconcat(*panels, spacing=20), spacing=4, data=alt.Data(values=rows))
                   .add_params(param)
-                  .properties(usermeta={"mixbook": {"kind": "softmax_scale"}},
-                              title=alt.Title("同じクエリとキーの、スケールだけが違う二つの softmax")))
+                  .properties(usermeta={"mixbook": {"kind": "softmax_scale", "n_mean": n_mean}},
+                              title=alt.Title("同じクエリとキーの、スケールだけが違う二つの softmax（点線は一様な重み）")))
 
 
 def softmax_scale_state(chart: Any, *, d_k: int) -> dict[str, Any]:
     """The weights :func:`softmax_scale_chart` draws for ``d_k``, computed with NumPy from the embedded scores."""
     (rows,) = chart_datasets(chart).values()
-    s = np.array([r["s"] for r in sorted((r for r in rows if r["d"] == d_k), key=lambda r: r["key"])])
+    s = np.array([r["s"] for r in sorted((r for r in rows if r["d"] == d_k and r["key"] >= 0), key=lambda r: r["key"])])
     if not len(s):
         raise ValueError(f"the chart holds no scores for d_k={d_k}.")
     raw, scaled = _softmax(s), _softmax(s / np.sqrt(d_k))
-    return {"raw": raw, "scaled": scaled, "max_raw": float(raw.max()), "max_scaled": float(scaled.max())}
+    mean = [(r["m0"], r["m1"]) for r in rows if r["d"] == d_k and r["key"] < 0]
+    return {"raw": raw, "scaled": scaled, "max_raw": float(raw.max()), "max_scaled": float(scaled.max()),
+            "mean_max": mean[0] if mean else None}
 
 
 # -- chapter 6: the sinusoidal position encoding, computed by the chart from its formula ----------------------------
@@ -431,8 +454,8 @@ def pe_dot_chart(n_positions: int, d_model: int, *, delta: int = 5, base: float 
         tooltip=[alt.Tooltip("i:O", title="組 i"), alt.Tooltip("t:Q", title="寄与", format=".3f")])
         .properties(width=2 * width + 60, height=110, title=alt.Title("組 i ごとの寄与（PE[0]·PE[δ] の次元 2i, 2i+1 の 2 項の和）", fontSize=12)))
     summary = along.transform_aggregate(lo="min(dot)", hi="max(dot)", n="count()")
-    line = _state_line(summary, "'δ = ' + delta + '：PE[pos]·PE[pos+δ] は ' + datum.n + ' 組で 最小 ' + format(datum.lo, '.3f')"
-                                " + '・最大 ' + format(datum.hi, '.3f')")
+    line = _state_line(summary, "'δ = ' + delta + '：差が δ の ' + datum.n + ' 組の内積 PE[pos]·PE[pos+δ] は、最小 ' + format(datum.lo, '.3f')"
+                                " + '、最大 ' + format(datum.hi, '.3f')")
     total = _state_line(contrib.transform_aggregate(s="sum(t)"), "'組ごとの寄与の和 ' + format(datum.s, '.3f') + '（= PE[0]·PE[δ]）'",
                         color="#2f6b3a")
     return Figure(alt.vconcat(line, alt.hconcat(left, mid, spacing=24), total, right, spacing=6)
@@ -470,26 +493,27 @@ def pe_position_chart(n_positions: int, d_model: int, *, pos: int = 10, dim: int
             .transform_calculate(j=f"sequence(0, {d_model})").transform_flatten(["j"]).transform_calculate(v=value))
     cell = max(1, min(4, 256 // max(n_positions, d_model)))
     heat = grid.mark_rect().encode(
-        x=alt.X("j:O", title="次元", axis=None), y=alt.Y("p:O", title="位置", axis=None),
+        x=alt.X("j:O", title="次元", axis=alt.Axis(values=list(range(0, d_model, max(1, d_model // 4))), labelAngle=0, ticks=False)),
+        y=alt.Y("p:O", title="位置", axis=alt.Axis(values=list(range(0, n_positions, max(1, n_positions // 4))), ticks=False)),
         color=alt.Color("v:Q", scale=alt.Scale(scheme="redblue", domain=[1, -1]), legend=None))
     rules = alt.Chart(alt.Data(values=[{}]))
     heat = alt.layer(heat, rules.mark_rule(color="#2ca02c", strokeWidth=2).encode(y=alt.datum(alt.ExprRef("pos"), type="ordinal")),
                      rules.mark_rule(color="#ff7f0e", strokeWidth=2).encode(x=alt.datum(alt.ExprRef("dim"), type="ordinal"))
                      ).properties(width=alt.Step(cell), height=alt.Step(cell),
-                                  title=alt.Title("PE（緑：位置、橙：次元）", fontSize=12, subtitle="横：次元、縦：位置"))
+                                  title=alt.Title("PE（緑：位置、橙：次元）", fontSize=12, subtitle="赤 +1、白 0、青 −1"))
     every = max(1, d_model // 8)
     vec = grid.transform_filter("datum.p == pos").mark_bar().encode(
         x=alt.X("j:O", title="次元", axis=alt.Axis(labelExpr=f"datum.value % {every} == 0 ? datum.value : ''", labelAngle=0, ticks=False)),
         y=alt.Y("v:Q", title="値", scale=alt.Scale(domain=[-1.1, 1.1])),
         color=alt.condition("datum.j == dim", alt.value("#ff7f0e"), alt.value("#2ca02c")),
         tooltip=[alt.Tooltip("j:O", title="次元"), alt.Tooltip("v:Q", title="値", format=".3f")],
-    ).properties(width=300, height=100, title=alt.Title("選んだ位置のベクトル PE[pos]", fontSize=12))
+    ).properties(width=270, height=100, title=alt.Title("選んだ位置のベクトル PE[pos]", fontSize=12))
     wave_rows = grid.transform_filter("datum.j == dim")
     wave = alt.layer(
         wave_rows.mark_line(color="#ff7f0e").encode(x=alt.X("p:Q", title="位置", scale=alt.Scale(domain=[0, n_positions - 1])),
                                                     y=alt.Y("v:Q", title="値", scale=alt.Scale(domain=[-1.1, 1.1]))),
         wave_rows.transform_filter("datum.p == pos").mark_point(color="#2ca02c", filled=True, size=70).encode(x="p:Q", y="v:Q"),
-    ).properties(width=300, height=100, title=alt.Title("選んだ次元の波 PE[:, dim]", fontSize=12))
+    ).properties(width=270, height=100, title=alt.Title("選んだ次元の波 PE[:, dim]", fontSize=12))
     line = _state_line(grid.transform_filter("datum.p == pos && datum.j == dim"),
                        f"'位置 ' + pos + '・次元 ' + dim + '（' + (dim % 2 == 0 ? 'sin' : 'cos') + '、波長 '"
                        f" + format(2 * PI * pow({base}, (dim - dim % 2) / {d_model}), '.1f') + '）：値 ' + format(datum.v, '.3f')")
@@ -545,27 +569,29 @@ def errors_chart(generations: Any, *, epoch: int, max_rows: int = 12, max_chars:
         return (here.transform_calculate(ch=f"split({text}, '')").transform_flatten(["ch"])
                 .transform_window(i="row_number()", groupby=["r"]).transform_calculate(i="datum.i - 1", line=str(line))
                 .transform_filter(f"datum.i < {max_chars}")
-                .transform_calculate(x=f"{x0} + datum.i * {char_step}", y="datum.r * 2.4 + datum.line"))
+                .transform_calculate(x=f"{x0} + datum.i * {char_step}", y="datum.r * 3 + datum.line"))
 
-    # two lines per text and a gap before the next; the first text on top
-    y = alt.Y("y:Q", axis=None, scale=alt.Scale(domain=[-0.7, 2.4 * max_rows - 1.1], reverse=True, nice=False))
+    # three slots per text: its two lines and a gap (an empty mark) before the next; the first text on top. Only
+    # the epoch's slots are in the domain, so an epoch with few wrong texts draws a short chart
+    y = alt.Y("y:O", axis=None, scale=alt.Scale(type="point", padding=0.5))
     x = alt.X("x:Q", axis=None, scale=alt.Scale(domain=[0, x0 + max_chars * char_step]))
     gold = chars("datum.gold", 0).mark_text(align="left", fontSize=12, color="#777777").encode(x=x, y=y, text="ch:N")
     pred = (chars("pad(datum.pred, length(datum.gold), '＿', 'right')", 1)
             .transform_calculate(ok="datum.i < length(datum.pred) && substring(datum.gold, datum.i, datum.i + 1) == datum.ch"))
     pred_marks = pred.mark_text(align="left", fontSize=12, fontWeight="bold").encode(
         x=x, y=y, text="ch:N", color=alt.condition("datum.ok", alt.value("#1f5fbf"), alt.value("#c62828")))
-    label = (here.transform_calculate(x="0", y="datum.r * 2.4", t="'#' + datum.num")
+    label = (here.transform_calculate(x="0", y="datum.r * 3", t="'#' + datum.num")
              .mark_text(align="left", fontSize=11, color="#333333").encode(x=x, y=y, text="t:N"))
-    tag = (here.transform_calculate(x="0", y="datum.r * 2.4 + 1", t="'生成'")
+    tag = (here.transform_calculate(x="0", y="datum.r * 3 + 1", t="'生成'")
            .mark_text(align="left", fontSize=9, color="#999999").encode(x=x, y=y, text="t:N"))
-    grid = alt.layer(label, tag, gold, pred_marks).properties(width=x0 + max_chars * char_step, height=int(2.4 * max_rows * 16),
+    gap = here.transform_calculate(x="0", y="datum.r * 3 + 2", t="''").mark_text().encode(x=x, y=y, text="t:N")
+    grid = alt.layer(label, tag, gap, gold, pred_marks).properties(width=x0 + max_chars * char_step, height=alt.Step(15),
                                                               view={"stroke": None})
     head = _state_line(alt.Chart().transform_filter("datum.kind == 'ep' && datum.ep == epoch"),
                        f"'エポック ' + epoch + '：' + datum.n + ' 首中 ' + datum.wrong + ' 首で誤り'"
                        f" + (datum.wrong > {max_rows} ? '（上から {max_rows} 首を表示）' : datum.wrong == 0 ? '（すべて完全一致）' : '')")
     red = _state_line(pred.transform_filter("!datum.ok").transform_aggregate(k="count()"),
-                      "'灰色が正解、その下が生成。赤（誤り・足りない文字）は ' + datum.k + ' 字'", color="#c62828")
+                      "'灰色の行が正解、その下の行が生成。赤（誤り・足りない文字）は ' + datum.k + ' 字'", color="#555555")
     return Figure(alt.vconcat(head, red, grid, spacing=4, data=alt.Data(values=rows))
                   .add_params(param)
                   .properties(usermeta={"mixbook": {"kind": "errors", "max_rows": int(max_rows), "max_chars": int(max_chars)}},
