@@ -357,7 +357,8 @@ def mixing_chart(m: Any, enc: Any, *, plain: Any = None, texts: Sequence[Any] | 
     return Figure(alt.vconcat(mean, plot, spacing=4, data=alt.Data(values=rows))
                   .add_params(*params)
                   .properties(usermeta={"mixbook": {"kind": "mixing"}},
-                              title=alt.Title("トークンごとの混ぜる量と残す量", subtitle=f"モデル: {model_label(enc)}")))
+                              title=alt.Title("トークンごとの混ぜる量と残す量",
+                                              subtitle=[f"モデル: {model_label(enc)}", "棒：三つの部品のノルム（左の軸）　黒い点：混ぜる割合（右の軸、%）"])))
 
 
 def mixing_state(chart: Any, *, example: int, layer: int, masked: bool = True) -> dict[str, list[Any]]:
@@ -475,7 +476,8 @@ def context_chart(cm: Any, enc: Any, *, texts: Sequence[Any] | None = None, exam
     return Figure(alt.vconcat(own, *charts, spacing=6, data=alt.Data(values=rows))
                   .add_params(*params)
                   .properties(usermeta={"mixbook": {"kind": "context"}},
-                              title=alt.Title("トークンはどこから情報を受け取るか", subtitle=f"モデル: {model_label(enc)}")))
+                              title=alt.Title("トークンはどこから情報を受け取るか",
+                                              subtitle=[f"モデル: {model_label(enc)}", "濃い棒：受け取るトークン自身（自分から受け取る割合）"])))
 
 
 def context_state(chart: Any, *, example: int, layer: int, token: int) -> dict[str, Any]:
@@ -576,8 +578,9 @@ def position_head_chart(enc: Any, *, n: int = 32, max_offset: int = 6, layer: in
     return Figure(alt.vconcat(head_text, body, spacing=6, data=alt.Data(values=maps + profiles))
                   .add_params(*params)
                   .properties(usermeta={"mixbook": {"kind": "position_head", "n": n}},
-                              title=alt.Title(f"位置ベクトルだけから計算した注意（位置 0〜{n - 1}、縦: クエリ、横: キー）",
-                                              subtitle=f"モデル: {model_label(enc)}")))
+                              title=alt.Title(f"位置ベクトルだけから計算した注意（位置 0〜{n - 1}、縦：クエリ、横：キー）",
+                                              subtitle=[f"モデル: {model_label(enc)}",
+                                                        f"右：相対位置ごとの平均の重み（赤：もっとも重い相対位置、点線：一様な重み 1/{n}）"])))
 
 
 def position_head_state(chart: Any, *, layer: int, head: int, layernorm: bool) -> dict[str, Any]:
@@ -748,6 +751,10 @@ def token_chart(stretch: Any, clusters: Any, enc: Any, *, tokens: Sequence[str] 
         tid = int(vocab[t])
         c = int(clusters.labels[tid])
         rows.append({"t": t, "c": c, "typ": str(clusters.cluster_types[c]), "psi": _round(psi_all[:, :, tid].ravel(), 3)})
+    # one colour scale for every token offered, so colours compare between tokens; it ends at the 99th percentile
+    # (larger values show its top colour) so that one extreme token does not darken every other
+    offered = psi_all[:, :, [int(vocab[t]) for t in tokens]]
+    lo, hi = float(offered.min()), float(np.percentile(offered, 99))
     params = [alt.param(name="token", value=token, bind=alt.binding_select(options=tokens, name="トークン "))]
     cells = (alt.Chart().transform_filter("datum.t == token")
              .transform_calculate(idx=f"sequence(0, {L * H})")
@@ -755,12 +762,13 @@ def token_chart(stretch: Any, clusters: Any, enc: Any, *, tokens: Sequence[str] 
              .transform_calculate(layer=f"{json.dumps(layers)}[floor(datum.idx / {H})]", head=f"datum.idx % {H}"))
     heat = cells.mark_rect().encode(
         x=alt.X("head:O", title="ヘッド", axis=alt.Axis(labelAngle=0)), y=alt.Y("layer:O", title="層", axis=alt.Axis(titleAngle=0)),
-        color=alt.Color("psi:Q", scale=alt.Scale(scheme="viridis"), title=("正規化した " if normalized else "") + "ψ_qkv"),
+        color=alt.Color("psi:Q", scale=alt.Scale(scheme="viridis", domain=[round(lo, 3), round(hi, 3)], clamp=True),
+                        title=("正規化した " if normalized else "") + "ψ_qkv"),
         tooltip=[alt.Tooltip("layer:O", title="層"), alt.Tooltip("head:O", title="ヘッド"), alt.Tooltip("psi:Q", title="ψ", format=".3f")])
     # dark text on the light (high) end of viridis, white on the dark end
-    text = (cells.transform_joinaggregate(pmin="min(psi)", pmax="max(psi)").mark_text(fontSize=9).encode(
+    text = cells.mark_text(fontSize=9).encode(
         x="head:O", y="layer:O", text=alt.Text("psi:Q", format=".2f"),
-        color=alt.condition("datum.psi > datum.pmin + 0.6 * (datum.pmax - datum.pmin)", alt.value("#222222"), alt.value("#ffffff"))))
+        color=alt.condition(f"datum.psi > {lo + 0.6 * (hi - lo)!r}", alt.value("#222222"), alt.value("#ffffff")))
     top = (cells.transform_window(rank="row_number()", sort=[{"field": "psi", "order": "descending"}, {"field": "idx"}])
            .transform_filter("datum.rank == 1"))
     label = _state_line(top, "'トークン「' + datum.t + '」（クラスタ #' + datum.c + '・' + datum.typ + '）：ψ が最大のヘッドは 層 '"

@@ -153,6 +153,12 @@ def test_token_chart_embeds_each_tokens_psi(tiny_enc, stretch_and_clusters):
         tid = tiny_enc.tokenizer.convert_tokens_to_ids(tok)
         assert state["c"] == int(cl.labels[tid]) and state["typ"] == str(cl.cluster_types[state["c"]])
         np.testing.assert_allclose(state["psi"], st.psi_qkv[:, :, tid], atol=5.1e-4)
+    # one colour scale for every token offered (colours compare between tokens), up to the 99th percentile
+    ids = [tiny_enc.tokenizer.convert_tokens_to_ids(t) for t in ("january", "the", "##ing")]
+    (scale,) = [layer["encoding"]["color"]["scale"] for layer in spec["vconcat"][1]["layer"]
+                if "scale" in layer["encoding"].get("color", {})]
+    offered = np.asarray(st.psi_qkv)[:, :, ids]
+    assert scale["domain"] == pytest.approx([offered.min(), np.percentile(offered, 99)], abs=5.1e-4) and scale["clamp"]
     first = interactive.token_chart(st, cl, tiny_enc, tokens=["the"], token="january").to_dict()["params"][0]
     assert first["value"] == "january" and first["bind"]["options"] == ["january", "the"]
     with pytest.raises(ValueError, match="not one vocabulary entry"):
