@@ -217,6 +217,9 @@ def test_neighbour_chart_embeds_every_setting():
         s = charts.neighbour_state(spec, word=meta["words"].index(w), window=n, weighting=t)
         assert s["items"] == [x for x, _ in pairs] and s["values"] == pytest.approx([v for _, v in pairs], abs=1e-4)
         assert s["kinds"] == [kinds[x] for x, _ in pairs] and s["share"] == pytest.approx(shares[(n, t)])
+    # without shares: no share line, and the state says so
+    spec = charts.neighbour_chart(nb, kinds, word="dog", window=1, weighting="PPMI").to_dict()
+    assert len(spec["vconcat"]) == 2 and charts.neighbour_state(spec, word=1, window=1, weighting="PPMI")["share"] is None
 
 
 def test_neighbour_chart_checks_its_arguments():

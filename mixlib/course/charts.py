@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from scipy.special import softmax
 
 from ..interactive import Figure, _alt, _check_index, _round, _state_line, chart_datasets
 
@@ -50,9 +51,10 @@ __all__ = [
 ]
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max())
-    return e / e.sum()
+def _right_at(target: str, output: str) -> list[bool]:
+    """For each character of ``output``: is it the character of ``target`` at the same position (the book's
+    per-position comparison, as :func:`mixlib.course.hyakunin.render_errors` marks it)."""
+    return [i < len(target) and target[i] == ch for i, ch in enumerate(output)]
 
 
 # -- chapter 2: nearest words by window and weighting ----------------------------------------------------------------
@@ -168,9 +170,9 @@ def bottleneck_chart(accuracy: Any, examples: Mapping[int, tuple[str, str]], *, 
         source, output = examples[L]
         target = source[::-1]
         rows.append({"kind": "acc", "L": L, "acc": round(table[L][0], 4), "char": round(table[L][1], 4),
-                     "src": source, "out": output, "exact": output == target, "right": _right_chars(target, output)})
+                     "src": source, "out": output, "exact": output == target, "right": sum(_right_at(target, output))})
         rows += [{"kind": "in", "L": L, "i": i, "ch": ch} for i, ch in enumerate(source)]
-        rows += [{"kind": "out", "L": L, "i": i, "ch": ch, "ok": i < len(target) and target[i] == ch} for i, ch in enumerate(output)]
+        rows += [{"kind": "out", "L": L, "i": i, "ch": ch, "ok": ok} for i, (ch, ok) in enumerate(zip(output, _right_at(target, output)))]
     param = alt.param(name="length", value=length,
                       bind=alt.binding_range(min=lengths[0], max=lengths[-1], step=1, name="入力の長さ "))
     x = alt.X("x:Q", scale=alt.Scale(domain=[-2.2, span]), axis=None)
@@ -217,11 +219,6 @@ def bottleneck_chart(accuracy: Any, examples: Mapping[int, tuple[str, str]], *, 
                                                        + ("、点線：偶然の値）" if chance is not None else "）"))))
 
 
-def _right_chars(target: str, output: str) -> int:
-    """How many positions of ``target`` the output has right (the same character at the same position)."""
-    return sum(i < len(output) and output[i] == ch for i, ch in enumerate(target))
-
-
 def bottleneck_state(chart: Any, *, length: int) -> dict[str, Any]:
     """What :func:`bottleneck_chart` shows for ``length``: both accuracies, the example, whether it is right and how
     many of its characters are."""
@@ -229,7 +226,7 @@ def bottleneck_state(chart: Any, *, length: int) -> dict[str, Any]:
     (acc,) = [r for r in rows if r["kind"] == "acc" and r["L"] == length]
     target = acc["src"][::-1]
     return {"accuracy": acc["acc"], "char_accuracy": acc["char"], "source": acc["src"], "output": acc["out"],
-            "exact": acc["out"] == target, "right": _right_chars(target, acc["out"])}
+            "exact": acc["out"] == target, "right": sum(_right_at(target, acc["out"]))}
 
 
 # -- chapter 5: what the decoder attends to ---------------------------------------------------------------------------
@@ -386,7 +383,7 @@ def softmax_scale_state(chart: Any, *, d_k: int) -> dict[str, Any]:
     s = np.array([r["s"] for r in sorted((r for r in rows if r["d"] == d_k and r["key"] >= 0), key=lambda r: r["key"])])
     if not len(s):
         raise ValueError(f"the chart holds no scores for d_k={d_k}.")
-    raw, scaled = _softmax(s), _softmax(s / np.sqrt(d_k))
+    raw, scaled = softmax(s), softmax(s / np.sqrt(d_k))
     mean = [(r["m0"], r["m1"]) for r in rows if r["d"] == d_k and r["key"] < 0]
     return {"raw": raw, "scaled": scaled, "max_raw": float(raw.max()), "max_scaled": float(scaled.max()),
             "mean_max": mean[0] if mean else None}
@@ -608,6 +605,6 @@ def errors_state(chart: Any, *, epoch: int) -> dict[str, Any]:
     red = 0
     for r in shown:
         gold, pred = r["gold"], r["pred"]
-        marks = [i < len(gold) and gold[i] == ch for i, ch in enumerate(pred)] + [False] * max(0, len(gold) - len(pred))
+        marks = _right_at(gold, pred) + [False] * max(0, len(gold) - len(pred))  # missing characters are red
         red += marks[: meta["max_chars"]].count(False)
     return {"n": ep["n"], "wrong": ep["wrong"], "shown": len(shown), "red": red}
