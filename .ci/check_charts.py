@@ -88,7 +88,9 @@ def expected_text(spec: dict, state: dict) -> str | list[str]:
         return f"{model} の 1 位：{s['tok'][0]}（{s['p'][0]:.3f}）"
     if kind == "ranking":
         s = interactive.ranking_state(spec, choice=int(state["choice"]))
-        return (f"「{s['label']}」の " if s["label"] else "") + f"1 位：{s['first']}（{s['values'][0]:.3f}）"
+        name = next(p for p in spec["params"] if p["name"] == "choice")["bind"]["name"].strip()  # 文 / 単語
+        group = [f"{spec['usermeta']['mixbook']['group_name']}：{s['group']}"] if s["group"] else []
+        return [f"選んだ{name}：「{s['label']}」", *group, f"1 位：{s['first']}（{s['values'][0]:.3f}）"]
     if kind == "vector_pair":
         s = interactive.vector_pair_state(**{k: float(state[k]) for k in ("angle_x", "len_x", "angle_y", "len_y")})
         return (f"x·y = {_d3(s['dot'])}　|x||y| = {_d3(s['norms'])}　cos θ = {_d3(s['cos'])}　a = {_d3(s['a'])}"

@@ -841,7 +841,7 @@ def fill_mask_chart(fillers: Any, texts: Sequence[str], *, text: str | None = No
               alt.param(name="k", value=int(k), bind=alt.binding_range(min=1, max=k_max, step=1, name="候補の数 "))]
     sel = (alt.Chart().transform_filter("datum.s == sentence")
            .transform_flatten(["r", "tok", "p"]).transform_filter("datum.r <= k"))
-    bars = sel.mark_bar(color="#4c72b0").encode(
+    bars = sel.mark_bar(color="#2ca02c").encode(  # the colour of minibert.plot_fill_mask
         y=alt.Y("tok:N", sort=alt.SortField("r"), title=None, axis=alt.Axis(labelFontSize=11)),
         x=alt.X("p:Q", title="確率", scale=alt.Scale(domain=[0, 1])),
         tooltip=[alt.Tooltip("r:Q", title="順位"), alt.Tooltip("tok:N", title="トークン"), alt.Tooltip("p:Q", title="確率", format=".3f")])
@@ -955,13 +955,15 @@ def vector_pair_chart(*, angle_x: float = 0.0, len_x: float = 2.0, angle_y: floa
 def ranking_chart(rankings: Mapping[str, Sequence[tuple[str, float]]], enc: Any, *, title: str, choice_name: str,
                   choice: int = 0, value_title: str = "コサイン類似度",
                   k: int | None = None, k_max: int | None = None, groups: Mapping[str, str] | None = None,
-                  colors: Mapping[str, Any] | None = None, width: int = 300) -> Figure:
+                  colors: Mapping[str, Any] | None = None, group_name: str = "グループ", width: int = 300) -> Figure:
     """The items nearest to a chosen key, as bars: a dropdown picks the key, an optional slider how many bars.
 
     ``rankings`` maps each choice (its label in the dropdown) to ``(item, value)`` pairs, largest value
     first (e.g. ``word_vectors.nearest(word, 15)``); ``groups`` colours the bars by each item's group
     (``colors``: a matplotlib colour per group). ``k`` / ``k_max``: a slider for how many items show
-    (every ranking must hold ``k_max`` items). The line above the bars names the first item and its value.
+    (every ranking must hold ``k_max`` items). Lines above the bars name the choice (shortened to
+    40 characters), its group (when ``groups`` is given; ``group_name`` names the groups on that line)
+    and the first item with its value; the group legend sits under the bars.
     """
     alt = _alt()
     from matplotlib.colors import to_hex
@@ -987,8 +989,9 @@ def ranking_chart(rankings: Mapping[str, Sequence[tuple[str, float]]], enc: Any,
             raise ValueError(f"rankings[{key!r}] has items whose first 60 characters are the same: make them differ there.")
         for r, (item, v) in enumerate(pairs, start=1):
             row = {"c": c, "r": r, "item": shown[r - 1], "v": round(v, 4)}
-            if r == 1:  # the line above the bars names the first item (and a short choice: the dropdown shows a long one)
-                row["cl"], row["ci"] = (str(key) if len(str(key)) <= 16 else ""), _short(item, 28)
+            if r == 1:  # the line above the bars names the choice (and its group) and the first item
+                row["cl"], row["ci"] = _short(key, 40), _short(item, 40)
+                row["cg"] = groups.get(key, "") if groups is not None else ""
             if groups is not None:
                 row["g"] = groups.get(item, "その他")
             rows.append(row)
@@ -1001,7 +1004,7 @@ def ranking_chart(rankings: Mapping[str, Sequence[tuple[str, float]]], enc: Any,
     lo = min(0.0, np.floor(min(r["v"] for r in rows) * 10) / 10)
     if groups is not None:
         present = list(dict.fromkeys(r["g"] for r in rows))
-        color = alt.Color("g:N", title=None, legend=alt.Legend(orient="top", columns=1, labelLimit=300),
+        color = alt.Color("g:N", title=None, legend=alt.Legend(orient="bottom", columns=1, labelLimit=300),
                           scale=alt.Scale(domain=present, range=[to_hex(colors[p]) if colors and p in colors else "#7f7f7f"
                                                                  for p in present]))
     else:
@@ -1013,16 +1016,20 @@ def ranking_chart(rankings: Mapping[str, Sequence[tuple[str, float]]], enc: Any,
         color=color,
         tooltip=[alt.Tooltip("r:Q", title="順位"), alt.Tooltip("item:N", title="項目"), alt.Tooltip("v:Q", title=value_title, format=".3f")],
     ).properties(width=width, height=alt.Step(18))
-    line = _state_line(sel.transform_filter("datum.r == 1"),
-                       "(datum.cl ? '「' + datum.cl + '」の ' : '') + '1 位：' + datum.ci + '（' + format(datum.v, '.3f') + '）'")
-    return Figure(alt.vconcat(line, bars, spacing=6, data=alt.Data(values=rows))
+    first = sel.transform_filter("datum.r == 1")
+    lines = [_state_line(first, f"'選んだ{choice_name}：「' + datum.cl + '」'")]
+    if groups is not None:  # the choice's own group on a line of its own (one line would run out of the column)
+        lines.append(_state_line(first, f"datum.cg ? '{group_name}：' + datum.cg : ''"))
+    lines.append(_state_line(first, "'1 位：' + datum.ci + '（' + format(datum.v, '.3f') + '）'"))
+    return Figure(alt.vconcat(*lines, bars, spacing=2, data=alt.Data(values=rows))
                   .add_params(*params)
-                  .properties(usermeta={"mixbook": {"kind": "ranking"}},
+                  .properties(usermeta={"mixbook": {"kind": "ranking", "group_name": group_name}},
                               title=alt.Title(title, subtitle=f"モデル: {model_label(enc)}")))
 
 
 def ranking_state(chart: Any, *, choice: int) -> dict[str, Any]:
-    """What :func:`ranking_chart` draws for one choice: its label, and the items and values by rank."""
+    """What :func:`ranking_chart` draws for one choice: its label and group, and the items and values by rank."""
     (rows,) = chart_datasets(chart).values()
     mine = sorted((r for r in rows if r["c"] == choice), key=lambda r: r["r"])
-    return {"label": mine[0]["cl"], "first": mine[0]["ci"], "items": [r["item"] for r in mine], "values": [r["v"] for r in mine]}
+    return {"label": mine[0]["cl"], "group": mine[0]["cg"], "first": mine[0]["ci"],
+            "items": [r["item"] for r in mine], "values": [r["v"] for r in mine]}

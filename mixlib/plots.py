@@ -38,7 +38,8 @@ TYPE_COLORS = {
 
 
 def setup(context: str = "notebook", *, dpi: int = 110) -> None:
-    """Seaborn theme + a Japanese font (IPAexGothic from matplotlib-fontja).
+    """Seaborn theme + a Japanese font (IPAexGothic from matplotlib-fontja), and pandas
+    tables that show every column (up to 40) and the whole text of every cell.
 
     ``seaborn.set_theme`` resets the font family, so the Japanese font is
     applied after it; calling :func:`setup` again is harmless.
@@ -52,6 +53,13 @@ def setup(context: str = "notebook", *, dpi: int = 110) -> None:
     matplotlib.rcParams["figure.dpi"] = dpi
     matplotlib.rcParams["savefig.dpi"] = dpi
     matplotlib.rcParams["figure.autolayout"] = False
+    # tables: show every column and the whole text of a cell (pandas' defaults cut both
+    # with "...", which on the site reads as data); a table too wide to read is the
+    # notebook's to shorten
+    import pandas as pd
+
+    pd.set_option("display.max_columns", 40)
+    pd.set_option("display.max_colwidth", None)
 
 
 def model_label(enc_or_name: Any) -> str:
@@ -76,6 +84,49 @@ def caption(fig: plt.Figure | None, enc_or_name: Any, note: str = "") -> plt.Fig
     y = min([0.0, *bottoms]) - 0.01
     fig.text(0.5, y, text, ha="center", va="top", fontsize=9, color="#444444")
     return fig
+
+
+#: Japanese headers for the column / index names that mixlib's tables and the course's
+#: data frames use in code (English, so that ``df["layer"]`` reads as the code around it).
+JA_LABELS = {
+    # chapters 3-5, 7, 9: analogy and accuracy tables, the poems, the sentences
+    "questions": "問いの数", "pairs": "組の数", "accuracy": "正解率", "baseline": "基準",
+    "difference": "差", "length": "長さ", "char_accuracy": "文字ごとの正解率", "relation": "関係",
+    "number": "番号", "poet": "歌人", "kami_no_ku": "上の句", "shimo_no_ku": "下の句",
+    "group": "場面", "sentence": "文",
+    # chapter 6: what a module returns
+    "module": "モジュール", "output": "出力の形", "weights": "注意の重みの形",
+    # Part V
+    "layer": "層", "head": "ヘッド", "category": "カテゴリ", "variant": "変種", "statistic": "統計量",
+    "estimate": "推定値", "low": "区間の下端", "high": "区間の上端",
+    "mean": "平均", "median": "中央値", "min": "最小", "max": "最大",
+    "n_clusters": "クラスタ数", "n_tokens": "トークン数", "tokens_per_cluster": "1 クラスタのトークン数",
+    "mean_norm": "平均ノルム", "mean_dist": "セントロイドまでの平均距離", "main_type": "多いタイプ",
+    "upper": "上位クラスタ", "anchor": "手がかりの語", "cluster": "クラスタ", "type": "タイプ",
+    "size": "大きさ", "tokens": "含まれるトークン", "psi": "ψ", "psi_qkv": "ψ_qkv", "feature": "特徴",
+    "token_id": "トークン ID", "token": "トークン", "position": "位置", "cos": "コサイン",
+    "r": "相関 r", "null_max": "置換での r の最大", "survives": "置換の最大を超える",
+    "best_match": "最も相関する相手のヘッド", "tv": "全変動距離",
+}
+
+
+def ja_labels(df: Any) -> Any:
+    """The same table with :data:`JA_LABELS`' Japanese headers, for display.
+
+    Column labels (every level), index labels and the names of both axes are
+    renamed; labels not in :data:`JA_LABELS` stay as they are. The data are
+    untouched, and the frame the code works with keeps its English names.
+    """
+    out = df.rename(columns=lambda c: JA_LABELS.get(c, c) if isinstance(c, str) else c)
+    out = out.rename(index=lambda c: JA_LABELS.get(c, c) if isinstance(c, str) else c)
+    for axis in ("index", "columns"):
+        ax = getattr(out, axis)
+        names = [JA_LABELS.get(n, n) if isinstance(n, str) else n for n in ax.names]
+        out = out.rename_axis(names if ax.nlevels > 1 else names[0], axis=axis)
+    return out
+
+
+__all__ += ["JA_LABELS", "ja_labels"]
 
 
 # ---------------------------------------------------------------------------
@@ -850,7 +901,7 @@ def plot_position_attention(A: Any, enc: Any, *, layer: int = 0, heads: Any = No
         ax.set_xticks([])
         ax.set_yticks([])
         ax.grid(False)
-    fig.suptitle(f"位置ベクトルだけから計算した注意の重み（層 {layer}、縦: クエリの位置、横: キーの位置）", fontsize=10)
+    fig.suptitle(f"位置ベクトルだけから計算した注意の重み（層 {layer}、縦：クエリの位置、横：キーの位置）", fontsize=10)
     fig.tight_layout()
     scale = "色の濃さはパネルごとに 0〜そのヘッドの最大の重み（括弧内）"
     return caption(fig, enc, f"{note}。{scale}" if note else scale)

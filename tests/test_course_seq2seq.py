@@ -209,6 +209,42 @@ def test_train_more_continues_with_fresh_batches_and_is_reproducible():
         list(s2s.train_more(a, 0, steps=10, **kw))
 
 
+def test_cached_training_gives_the_trained_model_without_training_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("MIXLIB_CACHE", str(tmp_path))
+    kw = dict(steps=12, batch_size=8, min_len=3, max_len=5, seed=4)
+    plain = small(True)
+    ref = s2s.train_seq2seq(plain, **kw)  # without the cache: the reference
+    first = small(True)
+    run1 = s2s.train_seq2seq(first, **kw, cache=True)
+    assert not run1.cached and len(list(tmp_path.glob("seq2seq-train-*.npz"))) == 1
+    np.testing.assert_array_equal(run1.losses, ref.losses)
+    # the same call again (a fresh model, as chapter 5 makes it) reads the file and never trains
+    calls = []
+    real = s2s.sample_batch
+    monkeypatch.setattr(s2s, "sample_batch", lambda *a, **k: calls.append(1) or real(*a, **k))
+    second = small(True)
+    run2 = s2s.train_seq2seq(second, **kw, cache=True)
+    assert run2.cached and calls == [] and not second.training
+    np.testing.assert_array_equal(run2.losses, ref.losses)
+    assert run2.seconds == pytest.approx(run1.seconds)
+    for p, q in zip(plain.state_dict().values(), second.state_dict().values()):
+        assert torch.equal(p, q)
+    # another seed, or other starting weights, is another run: trained, stored beside the first
+    s2s.train_seq2seq(small(True), **{**kw, "seed": 5}, cache=True)
+    other_start = small(True, seed=99)  # same sizes, other starting weights
+    assert not s2s.train_seq2seq(other_start, **kw, cache=True).cached
+    assert calls and len(list(tmp_path.glob("seq2seq-train-*.npz"))) == 3
+    # train_more passes cache= on, so chapter 5's longer training of chapter 4's model is read too
+    a, b = small(False), small(False)
+    s2s.train_seq2seq(a, **kw, cache=True)
+    s2s.train_seq2seq(b, **kw, cache=True)
+    ra = [run for _, run in s2s.train_more(a, 3, **kw, cache=True)]
+    rb = [run for _, run in s2s.train_more(b, 3, **kw, cache=True)]
+    assert [r.cached for r in ra] == [False, False] and [r.cached for r in rb] == [True, True]
+    for p, q in zip(a.state_dict().values(), b.state_dict().values()):
+        assert torch.equal(p, q)
+
+
 @pytest.mark.parametrize("attention", [False, True])
 def test_dec_hidden_within_is_the_largest_size_that_fits(attention):
     target = s2s.Seq2Seq(VOCAB, attention=False, emb=8, hidden=12, dec_hidden=16).n_parameters()

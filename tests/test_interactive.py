@@ -239,19 +239,20 @@ def test_vector_pair_chart_computes_what_numpy_computes():
 def test_ranking_chart_embeds_each_choices_ranking(tiny_enc):
     rankings = {"king": [("queen", 0.71), ("prince", 0.6), ("lord", 0.6), ("monarch", 0.5)],
                 "a long sentence that the dropdown shortens, but the data keeps whole enough": [("x", 0.3), ("y", -0.2), ("z", -0.25), ("w", -0.3)]}
-    groups = {"queen": "王族", "prince": "王族", "x": "その他の場面"}
+    groups = {"queen": "王族", "prince": "王族", "x": "その他の場面", "king": "王族"}
     chart = interactive.ranking_chart(rankings, tiny_enc, title="t", choice_name="単語", k=2, k_max=4, groups=groups,
                                       colors={"王族": (0.1, 0.2, 0.3)}, choice=1)
     spec = chart.to_dict()
     for c, (key, pairs) in enumerate(rankings.items()):
         s = interactive.ranking_state(spec, choice=c)
         assert s["items"] == [p[0] for p in pairs] and s["values"] == [p[1] for p in pairs]
-        assert s["label"] == (key if len(key) <= 16 else "") and pairs[0][0].startswith(s["first"].rstrip("…"))
+        assert key.startswith(s["label"].rstrip("…")) and len(s["label"]) <= 40 and pairs[0][0].startswith(s["first"].rstrip("…"))
+        assert s["group"] == groups.get(key, "")  # the chosen key's own group, named on the line
     bound = {p["name"]: p for p in spec["params"] if "bind" in p}
     assert bound["choice"]["value"] == 1 and bound["k"]["value"] == 2 and bound["k"]["bind"]["max"] == 4
     (rows,) = interactive.chart_datasets(spec).values()
     assert {r["g"] for r in rows} == {"王族", "その他の場面", "その他"}  # items without a group are その他
-    assert spec["vconcat"][1]["encoding"]["x"]["scale"]["domain"] == [-0.3, 1]  # negative values are shown
+    assert spec["vconcat"][-1]["encoding"]["x"]["scale"]["domain"] == [-0.3, 1]  # negative values are shown
     with pytest.raises(ValueError, match="not in decreasing order"):
         interactive.ranking_chart({"a": [("b", 0.1), ("c", 0.5)]}, tiny_enc, title="t", choice_name="c")
     with pytest.raises(ValueError, match="out of range"):

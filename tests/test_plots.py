@@ -373,3 +373,18 @@ def test_caption_sits_below_the_axes_labels_without_tight_layout():
     renderer = fig.canvas.get_renderer()
     assert fig.texts[-1].get_window_extent(renderer).y1 <= ax.get_tightbbox(renderer).y0
     plt.close(fig)
+
+
+def test_ja_labels_renames_headers_only_and_keeps_the_data():
+    cols = pd.MultiIndex.from_tuples([("全体", "estimate"), ("全体", "low"), ("全体", "high"), (7, "kept")],
+                                     names=["category", None])
+    df = pd.DataFrame(np.arange(12.0).reshape(3, 4), index=pd.Index([0, 1, 2], name="layer"), columns=cols)
+    out = plots.ja_labels(df)
+    assert out.index.name == "層" and list(out.columns.names) == ["カテゴリ", None]
+    assert list(out.columns) == [("全体", "推定値"), ("全体", "区間の下端"), ("全体", "区間の上端"), (7, "kept")]
+    np.testing.assert_array_equal(out.to_numpy(), df.to_numpy())
+    assert df.index.name == "layer" and df.columns[0] == ("全体", "estimate")  # the code's frame is untouched
+    rows = plots.ja_labels(pd.DataFrame({"r": [0.5]}, index=pd.Index(["mean"], name="statistic")))
+    assert list(rows.index) == ["平均"] and rows.index.name == "統計量" and list(rows.columns) == ["相関 r"]
+    # every Japanese header is distinct, so two English names never collapse into one column
+    assert len(set(plots.JA_LABELS.values())) == len(plots.JA_LABELS)

@@ -32,6 +32,7 @@ decoder size, ``V`` characters (with ``<bos>`` and ``<eos>``).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import Sequence
@@ -440,12 +441,28 @@ class Seq2Seq(nn.Module):
 
 @dataclass(frozen=True)
 class TrainResult:
-    """Losses of :func:`train_seq2seq`: ``losses (steps,)`` per update, wall-clock ``seconds``."""
+    """Losses of :func:`train_seq2seq`: ``losses (steps,)`` per update, wall-clock ``seconds``.
+
+    ``cached`` is True when the run was read from mixlib's cache (``train_seq2seq(..., cache=True)``);
+    ``seconds`` is then the time the training took when it ran.
+    """
 
     losses: np.ndarray
     seconds: float
     steps: int
     batch_size: int
+    cached: bool = False
+
+
+def _train_key(model: "Seq2Seq", args: dict) -> dict:
+    """The cache key of one training run: the starting weights, the arguments, the code and torch."""
+    from pathlib import Path
+
+    from ..cache import array_digest, key_digest
+
+    start = {name: array_digest(t) for name, t in model.state_dict().items()}
+    return {"start": key_digest(start), "alphabet": model.vocab.alphabet, "args": args,
+            "code": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(), "torch": torch.__version__}
 
 
 def train_seq2seq(
@@ -459,6 +476,7 @@ def train_seq2seq(
     clip: float = 1.0,
     seed: int = 0,
     num_threads: int | None = 1,
+    cache: bool = False,
 ) -> TrainResult:
     """Train on fresh random reversal batches, one source length per batch.
 
@@ -468,6 +486,15 @@ def train_seq2seq(
     Adam, gradient-norm clipping, learning rate decaying linearly to 10 %.
     Two models trained with the same arguments see exactly the same batches.
 
+    ``cache=True`` stores the trained weights and losses in mixlib's cache
+    (:mod:`mixlib.cache`: ``.npz``, atomic, no pickle) and, when the same run
+    was stored before, loads them instead of training: chapter 5 trains the
+    bottleneck model of chapter 4 with the same call and gets chapter 4's
+    model without training it again. The key is the model's starting weights
+    (which fix its sizes and seed), every argument but ``num_threads``, the
+    alphabet, this module's source and torch's version, so a change to any of
+    them trains anew.
+
     Returns
     -------
     TrainResult
@@ -476,6 +503,25 @@ def train_seq2seq(
         raise ValueError(f"steps must be a positive integer; got {steps!r}.")
     if not 1 <= min_len <= max_len:
         raise ValueError(f"need 1 <= min_len <= max_len; got min_len={min_len}, max_len={max_len}.")
+    if cache:
+        from ..cache import entry_lock, read_arrays, write_arrays
+
+        args = dict(steps=steps, batch_size=batch_size, min_len=min_len, max_len=max_len, lr=lr, clip=clip, seed=seed)
+        key = _train_key(model, args)
+        state = model.state_dict()
+        expect = {"losses": ((steps,), "f"), "seconds": ((), "f"),
+                  **{f"w:{name}": (tuple(t.shape), "f") for name, t in state.items()}}
+        with entry_lock("seq2seq-train", key):
+            stored = read_arrays("seq2seq-train", key, expect)
+            if stored is not None:
+                model.load_state_dict({name: torch.from_numpy(stored[f"w:{name}"]) for name in state})
+                model.eval()
+                return TrainResult(losses=stored["losses"], seconds=float(stored["seconds"]), steps=steps,
+                                   batch_size=batch_size, cached=True)
+            run = train_seq2seq(model, **args, num_threads=num_threads)
+            write_arrays("seq2seq-train", key, {"losses": run.losses, "seconds": np.float64(run.seconds),
+                                                **{f"w:{n}": t for n, t in model.state_dict().items()}})
+            return run
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda k: 1.0 - 0.9 * k / steps)
