@@ -90,7 +90,8 @@ def expected_text(spec: dict, state: dict) -> str | list[str]:
         s = interactive.ranking_state(spec, choice=int(state["choice"]))
         name = next(p for p in spec["params"] if p["name"] == "choice")["bind"]["name"].strip()  # 文 / 単語
         group = [f"{spec['usermeta']['mixbook']['group_name']}：{s['group']}"] if s["group"] else []
-        return [f"選んだ{name}：「{s['label']}」", *group, f"1 位：{s['first']}（{s['values'][0]:.3f}）"]
+        shown = f"（上位 {int(state['k'])} 件）" if "k" in state else ""
+        return [f"選んだ{name}：「{s['label']}」{shown}", *group, f"1 位：{s['first']}（{s['values'][0]:.3f}）"]
     if kind == "vector_pair":
         s = interactive.vector_pair_state(**{k: float(state[k]) for k in ("angle_x", "len_x", "angle_y", "len_y")})
         return (f"x·y = {_d3(s['dot'])}　|x||y| = {_d3(s['norms'])}　cos θ = {_d3(s['cos'])}　a = {_d3(s['a'])}"
@@ -105,6 +106,8 @@ def expected_text(spec: dict, state: dict) -> str | list[str]:
     if kind == "pe_dot":
         d = int(state["delta"])
         s = course_charts.pe_dot_state(meta["n_positions"], meta["d_model"], delta=d, base=meta["base"])
+        if s["n"] == 1:
+            return f"δ = {d}：差が δ の組は 1 組だけ：PE[0]·PE[δ] = {_d3(s['lo'])}"
         return f"δ = {d}：差が δ の {s['n']} 組の内積 PE[pos]·PE[pos+δ] は、最小 {_d3(s['lo'])}、最大 {_d3(s['hi'])}"
     if kind == "pe_position":
         pos, dim = int(state["pos"]), int(state["dim"])

@@ -561,7 +561,8 @@ def position_head_chart(enc: Any, *, n: int = 32, max_offset: int = 6, layer: in
     bars = prof.mark_bar().encode(
         x=alt.X("off:O", title="相対位置（キー − クエリ）", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("p:Q", title="平均の重み"),
-        color=alt.condition("datum.p == datum.pmax", alt.value("#c44e52"), alt.value("#4c72b0")),
+        # red: the heaviest offset; none when the profile is flat (the line says so; every bar would tie)
+        color=alt.condition(f"datum.p == datum.pmax && datum.pmax >= {FLAT_PROFILE / n!r}", alt.value("#c44e52"), alt.value("#4c72b0")),
         tooltip=[alt.Tooltip("off:O", title="相対位置"), alt.Tooltip("p:Q", title="平均の重み", format=".3f")])
     uniform = alt.Chart(alt.Data(values=[{"u": 1.0 / n}])).mark_rule(color="#999999", strokeDash=[3, 3]).encode(y="u:Q")
     heaviest = (alt.Chart().transform_filter(f"{which} && isValid(datum.off)")
@@ -580,7 +581,7 @@ def position_head_chart(enc: Any, *, n: int = 32, max_offset: int = 6, layer: in
                   .properties(usermeta={"mixbook": {"kind": "position_head", "n": n}},
                               title=alt.Title(f"位置ベクトルだけから計算した注意（位置 0〜{n - 1}、縦：クエリ、横：キー）",
                                               subtitle=[f"モデル: {model_label(enc)}",
-                                                        f"右：相対位置ごとの平均の重み（赤：もっとも重い相対位置、点線：一様な重み 1/{n}）"])))
+                                                        f"右：相対位置ごとの平均の重み（赤：もっとも重い相対位置。ほぼ一様なら赤はない。点線：一様な重み 1/{n}）"])))
 
 
 def position_head_state(chart: Any, *, layer: int, head: int, layernorm: bool) -> dict[str, Any]:
@@ -761,7 +762,7 @@ def token_chart(stretch: Any, clusters: Any, enc: Any, *, tokens: Sequence[str] 
              .transform_flatten(["psi", "idx"])
              .transform_calculate(layer=f"{json.dumps(layers)}[floor(datum.idx / {H})]", head=f"datum.idx % {H}"))
     heat = cells.mark_rect().encode(
-        x=alt.X("head:O", title="ヘッド", axis=alt.Axis(labelAngle=0)), y=alt.Y("layer:O", title="層", axis=alt.Axis(titleAngle=0)),
+        x=alt.X("head:O", title="ヘッド", axis=alt.Axis(labelAngle=0)), y=alt.Y("layer:O", title="層", axis=alt.Axis(titleAngle=0, titlePadding=14)),
         color=alt.Color("psi:Q", scale=alt.Scale(scheme="viridis", domain=[round(lo, 3), round(hi, 3)], clamp=True),
                         title=("正規化した " if normalized else "") + "ψ_qkv"),
         tooltip=[alt.Tooltip("layer:O", title="層"), alt.Tooltip("head:O", title="ヘッド"), alt.Tooltip("psi:Q", title="ψ", format=".3f")])
@@ -1017,7 +1018,8 @@ def ranking_chart(rankings: Mapping[str, Sequence[tuple[str, float]]], enc: Any,
         tooltip=[alt.Tooltip("r:Q", title="順位"), alt.Tooltip("item:N", title="項目"), alt.Tooltip("v:Q", title=value_title, format=".3f")],
     ).properties(width=width, height=alt.Step(18))
     first = sel.transform_filter("datum.r == 1")
-    lines = [_state_line(first, f"'選んだ{choice_name}：「' + datum.cl + '」'")]
+    shown_k = " + '（上位 ' + k + ' 件）'" if k_max is not None else ""  # the slider's value, said on the line
+    lines = [_state_line(first, f"'選んだ{choice_name}：「' + datum.cl + '」'{shown_k}")]
     if groups is not None:  # the choice's own group on a line of its own (one line would run out of the column)
         lines.append(_state_line(first, f"datum.cg ? '{group_name}：' + datum.cg : ''"))
     lines.append(_state_line(first, "'1 位：' + datum.ci + '（' + format(datum.v, '.3f') + '）'"))

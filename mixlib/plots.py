@@ -93,7 +93,7 @@ JA_LABELS = {
     "questions": "問いの数", "pairs": "組の数", "accuracy": "正解率", "baseline": "基準",
     "difference": "差", "length": "長さ", "char_accuracy": "文字ごとの正解率", "relation": "関係",
     "number": "番号", "poet": "歌人", "kami_no_ku": "上の句", "shimo_no_ku": "下の句",
-    "group": "場面", "sentence": "文",
+    "group": "場面", "sentence": "文", "epoch": "エポック",
     # chapter 6: what a module returns
     "module": "モジュール", "output": "出力の形", "weights": "注意の重みの形",
     # Part V

@@ -97,6 +97,11 @@ class Positional:
     random_angles_deg: np.ndarray = field(repr=False)
     d_model: int = 0
 
+    def __repr__(self) -> str:
+        return (f"Positional(model={self.model!r}, n_pairs={self.n_pairs:,}, mean_cos={self.mean_cos:+.4f}, "
+                f"mean_abs_cos={self.mean_abs_cos:.4f}, std_cos={self.std_cos:.4f}, cls_pos0_cos={self.cls_pos0_cos:+.4f}, "
+                f"top_k={self.top_k}, d_model={self.d_model})")
+
     @property
     def random_mean_abs_cos(self) -> float:
         """Mean ``|cos|`` of two independent isotropic random vectors in ``R^D``: the "unrelated" reference

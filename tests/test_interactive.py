@@ -119,6 +119,9 @@ def test_position_head_chart_embeds_position_attention(tiny_enc):
         prof = attention_by_offset(A, 3)["weight"]
         assert state["offsets"] == list(prof.index)
         np.testing.assert_allclose(state["profile"], prof.to_numpy(), atol=5.1e-4)
+    # the red "heaviest" bar is the same test as the line's: a flat profile (all bars tie) has none
+    assert f"datum.p == datum.pmax && datum.pmax >= {interactive.FLAT_PROFILE / 12!r}" in json.dumps(chart.to_dict())
+    assert f"datum.p < {interactive.FLAT_PROFILE / 12!r}" in json.dumps(chart.to_dict())
     for bad in ({"n": 1}, {"max_offset": 12}, {"layer": 5}, {"head": 9}):
         with pytest.raises(ValueError):
             interactive.position_head_chart(tiny_enc, **{"n": 12, "max_offset": 3, **bad})

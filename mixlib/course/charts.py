@@ -451,8 +451,9 @@ def pe_dot_chart(n_positions: int, d_model: int, *, delta: int = 5, base: float 
         tooltip=[alt.Tooltip("i:O", title="組 i"), alt.Tooltip("t:Q", title="寄与", format=".3f")])
         .properties(width=2 * width + 60, height=110, title=alt.Title("組 i ごとの寄与（PE[0]·PE[δ] の次元 2i, 2i+1 の 2 項の和）", fontSize=12)))
     summary = along.transform_aggregate(lo="min(dot)", hi="max(dot)", n="count()")
-    line = _state_line(summary, "'δ = ' + delta + '：差が δ の ' + datum.n + ' 組の内積 PE[pos]·PE[pos+δ] は、最小 ' + format(datum.lo, '.3f')"
-                                " + '、最大 ' + format(datum.hi, '.3f')")
+    line = _state_line(summary, "'δ = ' + delta + '：' + (datum.n > 1 ? '差が δ の ' + datum.n + ' 組の内積 PE[pos]·PE[pos+δ] は、最小 '"
+                                " + format(datum.lo, '.3f') + '、最大 ' + format(datum.hi, '.3f')"
+                                " : '差が δ の組は 1 組だけ：PE[0]·PE[δ] = ' + format(datum.lo, '.3f'))")
     total = _state_line(contrib.transform_aggregate(s="sum(t)"), "'組ごとの寄与の和 ' + format(datum.s, '.3f') + '（= PE[0]·PE[δ]）'",
                         color="#2f6b3a")
     return Figure(alt.vconcat(line, alt.hconcat(left, mid, spacing=24), total, right, spacing=6)
