@@ -57,7 +57,8 @@ def expected_text(spec: dict, state: dict) -> str | list[str]:
         s = interactive.mixing_state(spec, example=int(state["example"]), layer=int(state["layer"]),
                                      masked=bool(state.get("masked", True)))
         vals = [v for v in s["ratio"] if v is not None]
-        return f"層 {int(state['layer'])}：{len(vals)} トークンの混ぜる割合の平均 {_fmt1(sum(vals) / len(vals))}%"
+        run = ("（[MASK] あり）" if state["masked"] else "（[MASK] なし）") if "masked" in state else ""
+        return f"層 {int(state['layer'])}{run}：{len(vals)} トークンの混ぜる割合の平均 {_fmt1(sum(vals) / len(vals))}%"
     if kind == "context":
         s = interactive.context_state(spec, example=int(state["example"]), layer=int(state["layer"]), token=int(state["token"]))
         return f"層 {int(state['layer'])}：位置 {s['j']} のトークン「{s['token'][s['j']]}」はどこから情報を受け取るか"

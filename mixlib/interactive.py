@@ -351,8 +351,9 @@ def mixing_chart(m: Any, enc: Any, *, plain: Any = None, texts: Sequence[Any] | 
     dots = base.mark_point(filled=True, color="#222222", size=30).encode(
         x=x, y=alt.Y("ratio:Q", title="混ぜる割合 (%)", axis=alt.Axis(orient="right", grid=False)),
         tooltip=[alt.Tooltip("tok:N", title="トークン"), alt.Tooltip("ratio:Q", title="混ぜる割合 (%)", format=".1f")])
+    run = " + (masked ? '（[MASK] あり）' : '（[MASK] なし）')" if plain is not None else ""  # which run the checkbox shows
     mean = _state_line(base.transform_aggregate(mean="mean(ratio)", n="count()"),
-                       "'層 ' + layer + '：' + datum.n + ' トークンの混ぜる割合の平均 ' + format(datum.mean, '.1f') + '%'")
+                       f"'層 ' + layer{run} + '：' + datum.n + ' トークンの混ぜる割合の平均 ' + format(datum.mean, '.1f') + '%'")
     plot = (alt.layer(bars, dots).resolve_scale(y="independent").properties(width=alt.Step(step), height=260))
     return Figure(alt.vconcat(mean, plot, spacing=4, data=alt.Data(values=rows))
                   .add_params(*params)
