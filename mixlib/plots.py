@@ -111,13 +111,15 @@ JA_LABELS = {
 
 
 def ja_labels(df: Any) -> Any:
-    """The same table with :data:`JA_LABELS`' Japanese headers, for display.
+    """The same table for display in the book: :data:`JA_LABELS`' Japanese headers, ○/× for True/False.
 
     Column labels (every level), index labels and the names of both axes are
-    renamed; labels not in :data:`JA_LABELS` stay as they are. The data are
-    untouched, and the frame the code works with keeps its English names.
+    renamed; labels not in :data:`JA_LABELS` stay as they are. Boolean columns
+    show ○ (True) and × (False); every other value is untouched, and the frame
+    the code works with keeps its English names and its booleans.
     """
-    out = df.rename(columns=lambda c: JA_LABELS.get(c, c) if isinstance(c, str) else c)
+    out = df.apply(lambda s: s.map({True: "○", False: "×"}) if s.dtype == bool else s)
+    out = out.rename(columns=lambda c: JA_LABELS.get(c, c) if isinstance(c, str) else c)
     out = out.rename(index=lambda c: JA_LABELS.get(c, c) if isinstance(c, str) else c)
     for axis in ("index", "columns"):
         ax = getattr(out, axis)

@@ -386,5 +386,8 @@ def test_ja_labels_renames_headers_only_and_keeps_the_data():
     assert df.index.name == "layer" and df.columns[0] == ("全体", "estimate")  # the code's frame is untouched
     rows = plots.ja_labels(pd.DataFrame({"r": [0.5]}, index=pd.Index(["mean"], name="statistic")))
     assert list(rows.index) == ["平均"] and rows.index.name == "統計量" and list(rows.columns) == ["相関 r"]
+    # booleans show ○/×; a float column holding 1.0 and 0.0 is not a boolean and keeps its numbers
+    marks = plots.ja_labels(pd.DataFrame({"survives": [True, False], "r": [1.0, 0.0]}))
+    assert marks["置換の最大を超える"].tolist() == ["○", "×"] and marks["相関 r"].tolist() == [1.0, 0.0]
     # every Japanese header is distinct, so two English names never collapse into one column
     assert len(set(plots.JA_LABELS.values())) == len(plots.JA_LABELS)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -456,8 +457,6 @@ class TrainResult:
 
 def _train_key(model: "Seq2Seq", args: dict) -> dict:
     """The cache key of one training run: the starting weights, the arguments, the code and torch."""
-    from pathlib import Path
-
     from ..cache import array_digest, key_digest
 
     start = {name: array_digest(t) for name, t in model.state_dict().items()}
