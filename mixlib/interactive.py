@@ -763,7 +763,7 @@ def token_chart(stretch: Any, clusters: Any, enc: Any, *, tokens: Sequence[str] 
              .transform_flatten(["psi", "idx"])
              .transform_calculate(layer=f"{json.dumps(layers)}[floor(datum.idx / {H})]", head=f"datum.idx % {H}"))
     heat = cells.mark_rect().encode(
-        x=alt.X("head:O", title="ヘッド", axis=alt.Axis(labelAngle=0)), y=alt.Y("layer:O", title="層", axis=alt.Axis(titleAngle=0)),
+        x=alt.X("head:O", title="ヘッド", axis=alt.Axis(labelAngle=0)), y=alt.Y("layer:O", title="層", axis=alt.Axis(titleAngle=0, titleAlign="right", titleBaseline="bottom", titleX=-6, titleY=-4)),
         color=alt.Color("psi:Q", scale=alt.Scale(scheme="viridis", domain=[round(lo, 3), round(hi, 3)], clamp=True),
                         title=("正規化した " if normalized else "") + "ψ_qkv"),
         tooltip=[alt.Tooltip("layer:O", title="層"), alt.Tooltip("head:O", title="ヘッド"), alt.Tooltip("psi:Q", title="ψ", format=".3f")])
@@ -912,12 +912,17 @@ def vector_pair_chart(*, angle_x: float = 0.0, len_x: float = 2.0, angle_y: floa
     far = " , ".join(f"abs({c})" for xy in pts.values() for c in xy)
     params.append(alt.param(name="R", expr=f"1.15 * max(1, {far})"))
     scale = {"domain": {"expr": "[-R, R]"}, "nice": False}
+    # the names x and y sit just past each tip, x to its left and y to its right: they never overlap, even on one line
+    for name, (a, b), n, side in (("xl", X, "len_x", 1), ("yl", Y, "len_y", -1)):
+        pts[name] = (f"({a}) * (1 + 0.07 * R / {n}) - {side} * 0.05 * R * ({b}) / {n}",
+                     f"({b}) * (1 + 0.07 * R / {n}) + {side} * 0.05 * R * ({a}) / {n}")
 
     def shape(name: str, corners: Sequence[str]) -> list[dict[str, Any]]:
         return [{"s": name, "k": k, "pt": c} for k, c in enumerate(corners)]
 
     rows = (shape("平行四辺形", ["o", "x", "xy", "y", "o"]) + shape("長方形", ["o", "x", "xh", "h", "o"])
-            + shape("x", ["o", "x"]) + shape("y", ["o", "y"]) + shape("射影", ["o", "p"]) + shape("垂線", ["y", "p"]))
+            + shape("x", ["o", "x"]) + shape("y", ["o", "y"]) + shape("射影", ["o", "p"]) + shape("垂線", ["y", "p"])
+            + [{"s": "名前", "k": 0, "pt": "xl", "t": "x"}, {"s": "名前", "k": 1, "pt": "yl", "t": "y"}])
     case_x = " : ".join(f"datum.pt == '{k}' ? ({v[0]})" for k, v in pts.items()) + " : 0"
     case_y = " : ".join(f"datum.pt == '{k}' ? ({v[1]})" for k, v in pts.items()) + " : 0"
     base = alt.Chart().transform_calculate(px=case_x, py=case_y)
@@ -927,10 +932,10 @@ def vector_pair_chart(*, angle_x: float = 0.0, len_x: float = 2.0, angle_y: floa
     lines = [base.transform_filter(f"datum.s == '{s}'").mark_line(color=c, strokeWidth=w, strokeDash=d).encode(**enc)
              for s, c, w, d in (("x", "#4c72b0", 2.5, [1, 0]), ("y", "#c44e52", 2.5, [1, 0]),
                                 ("射影", "#222222", 2.5, [6, 3]), ("垂線", "#444444", 1, [2, 2]))]
-    tips = (base.transform_filter("(datum.s == 'x' || datum.s == 'y') && datum.k == 1")
-            .mark_text(fontSize=14, fontWeight="bold", dx=8, dy=-8).encode(
-                x=enc["x"], y=enc["y"], text="s:N",
-                color=alt.Color("s:N", scale=alt.Scale(domain=["x", "y"], range=["#4c72b0", "#c44e52"]), legend=None)))
+    tips = (base.transform_filter("datum.s == '名前'")
+            .mark_text(fontSize=14, fontWeight="bold", align="center", baseline="middle").encode(
+                x=enc["x"], y=enc["y"], text="t:N",
+                color=alt.Color("t:N", scale=alt.Scale(domain=["x", "y"], range=["#4c72b0", "#c44e52"]), legend=None)))
     axes = alt.Chart(alt.Data(values=[{"z": 0}]))
     zero = [axes.mark_rule(color="#aaaaaa", strokeWidth=0.5).encode(x=alt.X("z:Q", scale=scale)),
             axes.mark_rule(color="#aaaaaa", strokeWidth=0.5).encode(y=alt.Y("z:Q", scale=scale))]

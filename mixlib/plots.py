@@ -110,15 +110,23 @@ JA_LABELS = {
 }
 
 
+def _mark(value: Any) -> Any:
+    """○ / × for a boolean (Python's or numpy's); any other value, 1 and 0 included, as it is."""
+    if isinstance(value, (bool, _np.bool_)):
+        return "○" if value else "×"
+    return value
+
+
 def ja_labels(df: Any) -> Any:
     """The same table for display in the book: :data:`JA_LABELS`' Japanese headers, ○/× for True/False.
 
     Column labels (every level), index labels and the names of both axes are
-    renamed; labels not in :data:`JA_LABELS` stay as they are. Boolean columns
-    show ○ (True) and × (False); every other value is untouched, and the frame
+    renamed; labels not in :data:`JA_LABELS` stay as they are. Booleans (a boolean
+    column, or a True/False among the text of a mixed column) show ○ (True)
+    and × (False); every other value is untouched, and the frame
     the code works with keeps its English names and its booleans.
     """
-    out = df.apply(lambda s: s.map({True: "○", False: "×"}) if s.dtype == bool else s)
+    out = df.apply(lambda s: s.map(_mark) if s.dtype in (bool, object) else s)
     out = out.rename(columns=lambda c: JA_LABELS.get(c, c) if isinstance(c, str) else c)
     out = out.rename(index=lambda c: JA_LABELS.get(c, c) if isinstance(c, str) else c)
     for axis in ("index", "columns"):
@@ -128,7 +136,29 @@ def ja_labels(df: Any) -> Any:
     return out
 
 
-__all__ += ["JA_LABELS", "ja_labels"]
+def with_intervals(df: Any, digits: int = 1) -> Any:
+    """One column per quantity, each cell ``estimate (low〜high)``, from a frame whose columns end in estimate/low/high.
+
+    The tables of :func:`mixlib.layer_means` (and the like) hold three columns per
+    quantity; shown side by side they triple the table's width. This gives the same
+    numbers in one cell each, rounded to ``digits``, for display only.
+    """
+    import pandas as pd
+
+    stats = df.columns.get_level_values(-1)
+    missing = {"estimate", "low", "high"} - set(stats)
+    if missing:
+        raise ValueError(f"with_intervals needs columns ending in estimate, low and high; {sorted(missing)} missing.")
+    keys = list(dict.fromkeys(c[:-1] if len(c) > 2 else c[0] for c in df.columns))
+    out = {}
+    for key in keys:
+        part = df[key]
+        out[key] = [f"{e:.{digits}f} ({lo:.{digits}f}〜{hi:.{digits}f})"
+                    for e, lo, hi in zip(part["estimate"], part["low"], part["high"])]
+    return pd.DataFrame(out, index=df.index)
+
+
+__all__ += ["JA_LABELS", "ja_labels", "with_intervals"]
 
 
 # ---------------------------------------------------------------------------
@@ -333,7 +363,7 @@ def plot_mixing_by_layer(
     panels = [(*split_ci(table), title or f"本書の値（{getattr(enc, 'name', model_label(enc))}）")]
     if reference is not None:
         panels.append((*split_ci(reference), reference_label))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.0), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(panels), figsize=(min(9.2, 4.6 * len(panels)), 3.9), squeeze=False, sharey=True)
     for ax, (tab, band, ttl) in zip(axes[0], panels):
         for col in tab.columns:
             y = tab[col].to_numpy(dtype=float)
@@ -385,18 +415,17 @@ def plot_norm_heatmaps(tables: Any, enc: Any, *, fmt: str = ".1f", cmap: str = "
     vmin = 0.0 if shared else None
     n = len(items)
     rows = items[0][1].shape[0]
-    fig, axes = plt.subplots(1, n, figsize=(3.9 * n, 0.38 * rows + 1.9), squeeze=False)
-    for i, (ax, (ttl, t)) in enumerate(zip(axes[0], items)):
+    # one panel per row: the numbers in the cells stay readable at the book's column width
+    fig, axes = plt.subplots(n, 1, figsize=(6.6, n * (0.34 * rows + 1.3)), squeeze=False)
+    for i, (ax, (ttl, t)) in enumerate(zip(axes[:, 0], items)):
         sns.heatmap(t.astype(float), ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax,
-                    cbar=(i == n - 1), annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white")
+                    cbar=True, annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white")
         ax.set_title(ttl, fontsize=10)
         ax.set_xlabel("")
-        ax.set_ylabel("層" if i == 0 else "")
-        ax.tick_params(axis="x", labelrotation=0, labelsize=8.5)
+        ax.set_ylabel("層")
+        ax.tick_params(axis="x", labelrotation=0, labelsize=9)
         for lab in ax.get_xticklabels():
             lab.set_color(CATEGORY_COLORS.get(lab.get_text(), "#333333"))
-        if i:
-            ax.set_yticklabels([])
     fig.tight_layout()
     return caption(fig, enc, note)
 
@@ -564,7 +593,7 @@ def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None 
         raise ValueError(f"cs must have shape (L, H, K); got {cs.shape}.")
     L, H, K = cs.shape
     layers = list(range(L)) if layers is None else list(layers)
-    ncols = ncols or (3 if L <= 6 else 4)
+    ncols = ncols or (2 if L <= 6 else 3)  # at most ~10 in wide: the labels stay readable at the column width
     band = None
     if null is not None:
         low, high = (null.null_low, null.null_high) if hasattr(null, "null_low") else null
@@ -783,7 +812,7 @@ def plot_positional_pca(pos: Any, enc: Any, *, max_words: int = 6000, seed: int 
     idx = rng.choice(len(W), size=min(max_words, len(W)), replace=False)
     evr = _np.asarray(pos.explained_variance_ratio)
     pairs = [(0, 1), (0, 2)] if W.shape[1] >= 3 else [(0, 1)]
-    fig, axes = plt.subplots(1, len(pairs), figsize=(5.6 * len(pairs), 4.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(pairs), figsize=(min(9.2, 4.6 * len(pairs)), 4.4), squeeze=False)
     for ax, (a, b) in zip(axes[0], pairs):
         ax.scatter(W[idx, a], W[idx, b], s=3, color="#9a9a9a", alpha=0.35, label="単語埋め込み", rasterized=True)
         sc = ax.scatter(Pc[:, a], Pc[:, b], s=7, c=_np.arange(len(Pc)), cmap="plasma", label="位置ベクトル")
@@ -913,7 +942,7 @@ def plot_position_head(A: Any, enc: Any, *, layer: int, head: int, max_offset: i
     """One head's position-only attention map and its mean weight by relative offset."""
     A = _np.asarray(A, dtype=float)
     prof = attention_by_offset(A, max_offset)["weight"]
-    fig, axes = plt.subplots(1, 2, figsize=(10.0, 4.0), gridspec_kw={"width_ratios": [1, 1.25]})
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, 3.9), gridspec_kw={"width_ratios": [1, 1.25]})
     ax = axes[0]
     im = ax.imshow(A, cmap="magma", vmin=0, interpolation="nearest")
     ax.set_xlabel("キーの位置")

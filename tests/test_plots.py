@@ -375,6 +375,17 @@ def test_caption_sits_below_the_axes_labels_without_tight_layout():
     plt.close(fig)
 
 
+def test_with_intervals_puts_each_estimate_and_its_interval_in_one_cell():
+    cols = pd.MultiIndex.from_product([["全体", "[CLS]"], ["estimate", "low", "high"]])
+    df = pd.DataFrame([[23.44, 21.06, 25.96, 40.0, 38.5, 41.23]], index=pd.Index([0], name="layer"), columns=cols)
+    out = plots.with_intervals(df)
+    assert list(out.columns) == ["全体", "[CLS]"] and out.index.name == "layer"
+    assert out.loc[0, "全体"] == "23.4 (21.1〜26.0)" and out.loc[0, "[CLS]"] == "40.0 (38.5〜41.2)"
+    assert plots.with_intervals(df, digits=2).loc[0, "全体"] == "23.44 (21.06〜25.96)"
+    with pytest.raises(ValueError, match="high"):
+        plots.with_intervals(df.drop(columns=[("全体", "high"), ("[CLS]", "high")]))
+
+
 def test_ja_labels_renames_headers_only_and_keeps_the_data():
     cols = pd.MultiIndex.from_tuples([("全体", "estimate"), ("全体", "low"), ("全体", "high"), (7, "kept")],
                                      names=["category", None])
@@ -389,5 +400,7 @@ def test_ja_labels_renames_headers_only_and_keeps_the_data():
     # booleans show ○/×; a float column holding 1.0 and 0.0 is not a boolean and keeps its numbers
     marks = plots.ja_labels(pd.DataFrame({"survives": [True, False], "r": [1.0, 0.0]}))
     assert marks["置換の最大を超える"].tolist() == ["○", "×"] and marks["相関 r"].tolist() == [1.0, 0.0]
+    mixed = plots.ja_labels(pd.DataFrame({"x": ["a", np.True_, False, 1, 0]}))  # 1 and 0 are numbers, not marks
+    assert mixed["x"].tolist() == ["a", "○", "×", 1, 0]
     # every Japanese header is distinct, so two English names never collapse into one column
     assert len(set(plots.JA_LABELS.values())) == len(plots.JA_LABELS)

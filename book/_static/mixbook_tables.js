@@ -1,13 +1,14 @@
 // Tables in the book's cell outputs (pandas DataFrame and Styler HTML) are marked up for reading:
-// a cell that holds a number (or numbers: "23.4", "1.2e-06", "41%", "0.12 (0.10〜0.14)", "3 / 12") gets
-// the class mixbook-num (right-aligned, tabular figures: see mixbook.css), and a body row where a
+// a cell that holds a number (or numbers: "23.4", "1.2e-06", "41%", "0.12 (0.10〜0.14)", "3 / 12"), a column
+// heading such as a head's index included, gets the class mixbook-num (right-aligned, tabular figures, no
+// minimum width: see mixbook.css), and a body row where a
 // multi-index group starts (a row heading spanning several rows) gets mixbook-group (a rule above it).
 (function () {
   "use strict";
   var NUMERIC = /^[\s\d.,%+\-\u2212\u00b1/()\u00d7~\u301c\u2026eE]*\d[\s\d.,%+\-\u2212\u00b1/()\u00d7~\u301c\u2026eE]*$/;
   function mark() {
     document.querySelectorAll("article.bd-article table").forEach(function (table) {
-      table.querySelectorAll("td, tbody th").forEach(function (cell) {
+      table.querySelectorAll("td, th").forEach(function (cell) {
         if (NUMERIC.test(cell.textContent.trim())) cell.classList.add("mixbook-num");
       });
       table.querySelectorAll("tbody th[rowspan]").forEach(function (th) {

@@ -170,7 +170,7 @@ def draw_encoder_decoder(source: str = "abcde", target: str | None = None, *, hi
     S, T = len(source), len(target)
     step = 0.95
     width = max(S, T + 1) * step * 2 + 3.7
-    fig, ax = canvas(min(16.0, 1.2 + 0.75 * width), 3.9, xlim=(-0.7, width), ylim=(-0.5, 3.55))
+    fig, ax = canvas(min(16.0, 0.4 + 0.52 * width), 3.4, xlim=(-0.7, width), ylim=(-0.5, 3.55))  # ~9 in for 6 characters: readable
     enc_boxes = []
     for s, ch in enumerate(source):
         x = s * step

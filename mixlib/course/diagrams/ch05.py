@@ -45,9 +45,10 @@ def draw_attention(source: str, output: Sequence[str], weights: np.ndarray, *, s
     t = T // 2 if step is None else step
     if not 0 <= t < T:
         raise ValueError(f"step must be in 0..{T - 1}, got {step}.")
-    fig = plt.figure(figsize=(14, 4.8))
-    ax = fig.add_axes([0.0, 0.02, 0.6, 0.86])
-    ax2 = fig.add_axes([0.68, 0.12, 0.27, 0.72])
+    # one panel per row, so that the text stays readable at the book's column width
+    fig = plt.figure(figsize=(8.2, 8.0))
+    ax = fig.add_axes([0.0, 0.47, 1.0, 0.5])
+    ax2 = fig.add_axes([0.27, 0.05, 0.4, 0.34])
     dx = min(0.9, 9.0 / S)
     xs = np.arange(S) * dx
     span = xs[-1] if S > 1 else 1.0

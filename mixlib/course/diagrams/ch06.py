@@ -89,7 +89,7 @@ def draw_transformer() -> plt.Figure:
 
 def draw_qkv() -> plt.Figure:
     """Where Q, K and V come from: self-attention (all from one sequence) vs cross-attention (Q from the decoder, K and V from the encoder)."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
+    fig, axes = plt.subplots(2, 1, figsize=(7.2, 9.2))  # one panel per row: readable at the column width
     for ax in axes:
         ax.set_xlim(-0.5, 6.5)
         ax.set_ylim(-0.6, 4.2)

@@ -83,7 +83,7 @@ def draw_bert_input(tokens: Sequence[str] = EXAMPLE_TOKENS, segments: Sequence[i
     """
     _check_example(tokens, segments)
     n = len(tokens)
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.95 * n + 2.2), 5.2))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.62 * n + 1.8), 4.6))  # ~9 in for 11 tokens: readable at the column width
     xs = [1.9 + i for i in range(n)]
     rows = {"入力": 5.0, "トークン": 3.9, "セグメント": 2.9, "位置": 1.9}
     w, h = 0.86, 0.56
@@ -139,7 +139,7 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
     if len(tokens) < 2:
         raise ValueError("tokens needs at least [CLS] and one more token.")
     n = len(tokens)
-    fig, axes = plt.subplots(1, 2, figsize=(14, 5.4), gridspec_kw={"width_ratios": [1.15, 1]})
+    fig, axes = plt.subplots(2, 1, figsize=(8.4, 9.0), gridspec_kw={"height_ratios": [1.25, 1]})  # one panel per row: readable
     w, h = 0.8, 0.5
 
     # --- pre-training ---------------------------------------------------------

@@ -45,7 +45,7 @@ def draw_bi_vs_cross(sentence_a: str = "A cat sleeps on a laptop.", sentence_b: 
     """
     if not sentence_a.strip() or not sentence_b.strip():
         raise ValueError("both sentences must be non-empty text.")
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.6))
+    fig, axes = plt.subplots(2, 1, figsize=(7.6, 10.4))  # one panel per row: readable at the column width
 
     ax = axes[0]
     for x, s, name, col in ((1.6, sentence_a, "u", _VEC[0]), (4.4, sentence_b, "v", _VEC[1])):
@@ -100,7 +100,7 @@ def draw_training_objectives(batch_size: int = 5) -> plt.Figure:
     if not 2 <= int(batch_size) <= 12:
         raise ValueError(f"batch_size={batch_size} should be between 2 and 12 for a readable drawing.")
     b = int(batch_size)
-    fig, axes = plt.subplots(1, 2, figsize=(13, 5.2), gridspec_kw={"width_ratios": [1.1, 1]})
+    fig, axes = plt.subplots(2, 1, figsize=(7.6, 8.6), gridspec_kw={"height_ratios": [1, 0.8]})  # one panel per row: readable
 
     ax = axes[0]
     for x, name, col, s in ((1.4, "u", _VEC[0], "前提文"), (3.6, "v", _VEC[1], "仮説文")):
