@@ -552,7 +552,7 @@ def position_head_chart(enc: Any, *, n: int = 32, max_offset: int = 6, layer: in
             .mark_rect()
             .encode(x=alt.X("k:O", title="キーの位置", axis=alt.Axis(values=list(range(0, n, 4)), labelAngle=0)),
                     y=alt.Y("q:O", title="クエリの位置", axis=alt.Axis(values=list(range(0, n, 4)))),
-                    color=alt.Color("weight:Q", scale=alt.Scale(scheme="magma", domainMin=0), title="重み"),
+                    color=alt.Color("weight:Q", scale=alt.Scale(scheme="magma", domainMin=0), title="重み", legend=alt.Legend(orient="bottom", direction="horizontal", gradientLength=200, titleOrient="left")),
                     tooltip=[alt.Tooltip("q:O", title="クエリ"), alt.Tooltip("k:O", title="キー"),
                              alt.Tooltip("weight:Q", title="重み", format=".3f")])
             .properties(width=230, height=230))

@@ -363,8 +363,10 @@ def plot_mixing_by_layer(
     panels = [(*split_ci(table), title or f"本書の値（{getattr(enc, 'name', model_label(enc))}）")]
     if reference is not None:
         panels.append((*split_ci(reference), reference_label))
-    fig, axes = plt.subplots(1, len(panels), figsize=(min(9.2, 4.6 * len(panels)), 3.9), squeeze=False, sharey=True)
-    for ax, (tab, band, ttl) in zip(axes[0], panels):
+    # one panel per row (the same axes): readable at the book's column width
+    # (each its own layers: the packaged model has 6, the paper's 12)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(6.8, 3.3 * len(panels) + 0.2), squeeze=False, sharey=True)
+    for ax, (tab, band, ttl) in zip(axes[:, 0], panels):
         for col in tab.columns:
             y = tab[col].to_numpy(dtype=float)
             if _np.all(_np.isnan(y)):
@@ -376,13 +378,13 @@ def plot_mixing_by_layer(
             if band is not None:  # bootstrap interval as a shaded band
                 ax.fill_between(tab.index, band[0][col].to_numpy(dtype=float), band[1][col].to_numpy(dtype=float),
                                 color=color, alpha=0.18, lw=0, zorder=1)
-        ax.set_xlabel("層（0 始まり）")
         ax.set_xticks(list(tab.index))
         ax.set_title(ttl, fontsize=10)
-    axes[0][0].set_ylabel(ylabel)
+        ax.set_ylabel(ylabel)
+        ax.set_xlabel("層（0 始まり）")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.tight_layout()
-    fig.legend(handles, labels, fontsize=8.5, loc="center left", bbox_to_anchor=(1.0, 0.55), frameon=False)
+    fig.legend(handles, labels, fontsize=9.5, loc="center left", bbox_to_anchor=(1.0, 0.55), frameon=False)
     return caption(fig, enc, note)
 
 
@@ -424,6 +426,7 @@ def plot_norm_heatmaps(tables: Any, enc: Any, *, fmt: str = ".1f", cmap: str = "
         ax.set_xlabel("")
         ax.set_ylabel("層")
         ax.tick_params(axis="x", labelrotation=0, labelsize=9)
+        ax.tick_params(axis="y", labelrotation=0)
         for lab in ax.get_xticklabels():
             lab.set_color(CATEGORY_COLORS.get(lab.get_text(), "#333333"))
     fig.tight_layout()
@@ -464,7 +467,7 @@ def plot_token_mixing(mixing: Any, enc: Any, *, layer: int, seq: int = 0, ax: An
     }
     ratio = 100.0 * mixing.ratio[row, seq].numpy()[idx]
     cats = mixing.categories[seq][idx]
-    fig, ax = _new_axes(ax, figsize=(min(14.0, max(6.0, 0.3 * n + 2.0)), 4.2))
+    fig, ax = _new_axes(ax, figsize=(min(9.5, max(6.0, 0.2 * n + 2.0)), 4.2))
     x = _np.arange(n)
     bottom = _np.zeros(n)
     for key in ("keep_res", "keep_attn", "mix"):
@@ -1009,7 +1012,7 @@ def plot_context_row(cm: Any, enc: Any, *, layer: int, seq: int = 0, token: int 
     if isinstance(token, bool) or not isinstance(token, (int, _np.integer)) or not 0 <= token < n:
         raise ValueError(f"token={token!r} is out of range: sequence {seq} has {n} tokens (0..{n - 1}).")
     measures = list(measures)
-    fig, axes = plt.subplots(len(measures), 1, figsize=(min(14.0, max(6.0, 0.3 * n + 2.0)), 1.7 * len(measures) + 0.6),
+    fig, axes = plt.subplots(len(measures), 1, figsize=(min(9.5, max(6.0, 0.2 * n + 2.0)), 1.7 * len(measures) + 0.6),
                              sharex=True, squeeze=False)
     x = _np.arange(n)
     for ax, name in zip(axes[:, 0], measures):

@@ -6,10 +6,12 @@
 (function () {
   "use strict";
   var NUMERIC = /^[\s\d.,%+\-\u2212\u00b1/()\u00d7~\u301c\u2026eE]*\d[\s\d.,%+\-\u2212\u00b1/()\u00d7~\u301c\u2026eE]*$/;
+  var MISSING = /^[\u2014\u2013\u25cb\u00d7-]$/;  // "—" (a number that is not there) or a ○/× mark: set like a number
   function mark() {
     document.querySelectorAll("article.bd-article table").forEach(function (table) {
       table.querySelectorAll("td, th").forEach(function (cell) {
-        if (NUMERIC.test(cell.textContent.trim())) cell.classList.add("mixbook-num");
+        var text = cell.textContent.trim();
+        if (NUMERIC.test(text) || MISSING.test(text)) cell.classList.add("mixbook-num");
       });
       table.querySelectorAll("tbody th[rowspan]").forEach(function (th) {
         var row = th.parentElement;

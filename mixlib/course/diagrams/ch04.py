@@ -56,7 +56,7 @@ def _edge_point(b: tuple[float, float, float, float], toward: tuple[float, float
     return x + dx * s, y + dy * s
 
 
-def arrow(ax: plt.Axes, a, b, *, text: str = "", color: str = "#333333", lw: float = 1.3, rad: float = 0.0, ls: str = "-", fontsize: float = 8, text_offset: tuple[float, float] = (0.0, 0.0)) -> None:
+def arrow(ax: plt.Axes, a, b, *, text: str = "", color: str = "#333333", lw: float = 1.3, rad: float = 0.0, ls: str = "-", fontsize: float = 9.5, text_offset: tuple[float, float] = (0.0, 0.0)) -> None:
     """Arrow from ``a`` to ``b``; each is a box tuple ``(x, y, w, h)`` (from its edge) or a point ``(x, y)``."""
     pa = (a[0], a[1]) if len(a) == 2 else _edge_point(a, (b[0], b[1]))
     pb = (b[0], b[1]) if len(b) == 2 else _edge_point(b, (a[0], a[1]))
@@ -78,7 +78,7 @@ def draw_unrolled_rnn(n_steps: int = 4, words: tuple[str, ...] | None = None) ->
     words = tuple(words) if words is not None else ("<bos>", "the", "king", "eats", "an", "apple")[:n_steps]
     if len(words) != n_steps:
         raise ValueError(f"words must have n_steps={n_steps} entries, got {len(words)}.")
-    fig, ax = canvas(2.2 + 1.9 * n_steps, 3.6, xlim=(-0.6, 2.6 + 1.9 * n_steps), ylim=(-0.45, 3.25))
+    fig, ax = canvas(1.6 + 1.4 * n_steps, 2.9, xlim=(-0.6, 2.6 + 1.9 * n_steps), ylim=(-0.45, 3.25))  # ~8.6 in for 5 steps: readable
     # folded
     x_in = box(ax, 0.5, 0.2, "$x_t$", color="input")
     cell = box(ax, 0.5, 1.4, "RNN\n$h_t$", h=0.8)
@@ -103,7 +103,7 @@ def draw_unrolled_rnn(n_steps: int = 4, words: tuple[str, ...] | None = None) ->
         prev = c
     ax.text(2.9 + 0.95 * (n_steps - 1), 3.12, "同じ重み（同じセル）を各時刻で使い回す。赤い矢印が状態 $h_{t-1}$ を次の時刻へ運ぶ",
             ha="center", fontsize=9)
-    ax.set_title("RNN 言語モデル：たたんだ形（左）と時間方向に展開した形（右）", fontsize=11)
+    ax.set_title("RNN 言語モデル：たたんだ形（左）と時間方向に展開した形（右）", fontsize=11, pad=12)
     return fig
 
 
