@@ -907,7 +907,7 @@ def attention_by_offset(A: Any, max_offset: int = 8) -> Any:
     return df
 
 
-def plot_position_attention(A: Any, enc: Any, *, layer: int = 0, heads: Any = None, ncols: int = 6, note: str = "") -> plt.Figure:
+def plot_position_attention(A: Any, enc: Any, *, layer: int = 0, heads: Any = None, ncols: int = 4, note: str = "") -> plt.Figure:
     """Grid of attention maps computed from position vectors alone, one panel per head (Maeda Fig. 6).
 
     Parameters
