@@ -145,16 +145,13 @@ def with_intervals(df: Any, digits: int = 1) -> Any:
     """
     import pandas as pd
 
-    stats = df.columns.get_level_values(-1)
-    missing = {"estimate", "low", "high"} - set(stats)
-    if missing:
-        raise ValueError(f"with_intervals needs columns ending in estimate, low and high; {sorted(missing)} missing.")
-    keys = list(dict.fromkeys(c[:-1] if len(c) > 2 else c[0] for c in df.columns))
-    out = {}
-    for key in keys:
-        part = df[key]
-        out[key] = [f"{e:.{digits}f} ({lo:.{digits}f}〜{hi:.{digits}f})"
-                    for e, lo, hi in zip(part["estimate"], part["low"], part["high"])]
+    missing = {"estimate", "low", "high"} - set(df.columns.get_level_values(-1))
+    if df.columns.nlevels < 2 or missing:
+        raise ValueError("with_intervals needs two-level columns (quantity, estimate/low/high); "
+                         f"got {df.columns.nlevels} level(s), missing {sorted(missing)}.")
+    out = {key: [f"{e:.{digits}f} ({lo:.{digits}f}〜{hi:.{digits}f})"
+                 for e, lo, hi in zip(df[key]["estimate"], df[key]["low"], df[key]["high"])]
+           for key in df.columns.droplevel(-1).unique()}
     return pd.DataFrame(out, index=df.index)
 
 
@@ -363,8 +360,8 @@ def plot_mixing_by_layer(
     panels = [(*split_ci(table), title or f"本書の値（{getattr(enc, 'name', model_label(enc))}）")]
     if reference is not None:
         panels.append((*split_ci(reference), reference_label))
-    # one panel per row (the same axes): readable at the book's column width
-    # (each its own layers: the packaged model has 6, the paper's 12)
+    # one panel per row, readable at the book's column width; one y scale, but each panel its own layers
+    # (the packaged model has 6, the paper's model 12)
     fig, axes = plt.subplots(len(panels), 1, figsize=(6.8, 3.3 * len(panels) + 0.2), squeeze=False, sharey=True)
     for ax, (tab, band, ttl) in zip(axes[:, 0], panels):
         for col in tab.columns:
@@ -419,7 +416,7 @@ def plot_norm_heatmaps(tables: Any, enc: Any, *, fmt: str = ".1f", cmap: str = "
     rows = items[0][1].shape[0]
     # one panel per row: the numbers in the cells stay readable at the book's column width
     fig, axes = plt.subplots(n, 1, figsize=(6.6, n * (0.34 * rows + 1.3)), squeeze=False)
-    for i, (ax, (ttl, t)) in enumerate(zip(axes[:, 0], items)):
+    for ax, (ttl, t) in zip(axes[:, 0], items):
         sns.heatmap(t.astype(float), ax=ax, annot=annot, fmt=fmt, cmap=cmap, vmin=vmin, vmax=vmax,
                     cbar=True, annot_kws={"fontsize": 8}, linewidths=0.5, linecolor="white")
         ax.set_title(ttl, fontsize=10)

@@ -384,6 +384,8 @@ def test_with_intervals_puts_each_estimate_and_its_interval_in_one_cell():
     assert plots.with_intervals(df, digits=2).loc[0, "全体"] == "23.44 (21.06〜25.96)"
     with pytest.raises(ValueError, match="high"):
         plots.with_intervals(df.drop(columns=[("全体", "high"), ("[CLS]", "high")]))
+    with pytest.raises(ValueError, match="two-level"):  # one level: no quantity to group by
+        plots.with_intervals(pd.DataFrame({"estimate": [1.0], "low": [0.5], "high": [1.5]}))
 
 
 def test_ja_labels_renames_headers_only_and_keeps_the_data():
