@@ -14,6 +14,7 @@ checks, with DOM queries on the page as the reader's browser built it:
   ``mjx-container``);
 * every table cell has padding, and a cell holding a single number is right-aligned;
 * no typeset equation shows a literal backslash (``\\text{keep\\_attn}`` in MathJax does);
+* no table, display equation or printed output is wider than the text column (nothing scrolls sideways);
 * every saved ipywidgets view was rendered by the local HTML manager (its
   ``widget-subarea`` has content);
 * every chapter page (``notebooks/*.html``) shows at least one figure (an image
@@ -73,6 +74,14 @@ PAGE_FACTS = """() => {
     leftNumbers: q('article.bd-article table td').filter(c =>
       /^[-+\u2212]?\d[\d,]*(\.\d+)?([eE][-+\u2212]?\d+)?%?$/.test(c.textContent.trim())
       && !['right', 'end'].includes(getComputedStyle(c).textAlign)).map(c => c.textContent.trim()),
+    // nothing wider than the text column: a table, a display equation or a printed output that scrolls sideways
+    // (at the 1280 px window the screenshots use; the column is the article's width)
+    wideTables: q('article.bd-article table').filter(t => article && t.getBoundingClientRect().width > article.clientWidth + 1)
+      .map(t => Math.round(t.getBoundingClientRect().width) + ' px: ' + ((t.querySelector('caption') || t).textContent.trim().slice(0, 50))),
+    wideMath: q('mjx-container[display="true"]').filter(m => m.scrollWidth > m.clientWidth + 2)
+      .map(m => m.scrollWidth + ' px: ' + (m.querySelector('mjx-assistive-mml') || m).textContent.slice(0, 50)),
+    widePre: q('article.bd-article div.cell_output pre').filter(p => p.scrollWidth > p.clientWidth + 2)
+      .map(p => p.textContent.trim().slice(0, 50)),
     // a literal backslash in a typeset equation (a TeX escape MathJax did not understand, e.g. \text{a\_b})
     texLeft: q('mjx-container').filter(m => m.querySelector('mjx-c.mjx-c5C')
       || (m.querySelector('mjx-assistive-mml') || {textContent: ''}).textContent.includes(String.fromCharCode(92))).length,
@@ -157,6 +166,9 @@ def check(site: Path, base: str, page: Path, facts: dict, ids: dict[Path, set[st
         problems.append(f"{facts['cramped']} of {facts['cells']} table cell(s) with less than 4 px padding on a side (numbers run together)")
     if facts["leftNumbers"]:
         problems.append(f"{len(facts['leftNumbers'])} numeric table cell(s) not right-aligned, e.g. {facts['leftNumbers'][:3]}")
+    for key, what in (("wideTables", "table"), ("wideMath", "display equation"), ("widePre", "printed output")):
+        if facts[key]:
+            problems.append(f"{len(facts[key])} {what}(s) wider than the text column (they scroll sideways), e.g. {facts[key][:2]}")
     if facts["texLeft"]:
         problems.append(f"{facts['texLeft']} typeset equation(s) show a literal backslash (a TeX escape left over)")
     if facts["unrendered"]:

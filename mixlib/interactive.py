@@ -1018,11 +1018,11 @@ def ranking_chart(rankings: Mapping[str, Sequence[tuple[str, float]]], enc: Any,
         color = alt.value("#4c72b0")
     sel = alt.Chart().transform_filter(which)
     bars = sel.mark_bar().encode(
-        y=alt.Y("item:N", sort=alt.SortField("r"), title=None, axis=alt.Axis(labelLimit=330, labelFontSize=10)),
-        x=alt.X("v:Q", title=value_title, scale=alt.Scale(domain=[lo, 1])),
+        y=alt.Y("item:N", sort=alt.SortField("r"), title=None, axis=alt.Axis(labelLimit=290, labelFontSize=12)),
+        x=alt.X("v:Q", title=value_title, scale=alt.Scale(domain=[lo, 1]), axis=alt.Axis(labelFontSize=11, titleFontSize=12)),
         color=color,
         tooltip=[alt.Tooltip("r:Q", title="順位"), alt.Tooltip("item:N", title="項目"), alt.Tooltip("v:Q", title=value_title, format=".3f")],
-    ).properties(width=width, height=alt.Step(18))
+    ).properties(width=width, height=alt.Step(21))
     first = sel.transform_filter("datum.r == 1")
     shown_k = " + '（上位 ' + k + ' 件）'" if k_max is not None else ""  # the slider's value, said on the line
     lines = [_state_line(first, f"'選んだ{choice_name}：「' + datum.cl + '」'{shown_k}")]

@@ -155,7 +155,27 @@ def with_intervals(df: Any, digits: int = 1) -> Any:
     return pd.DataFrame(out, index=df.index)
 
 
-__all__ += ["JA_LABELS", "ja_labels", "with_intervals"]
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def sci(x: float, digits: int = 1) -> str:
+    """A number for prose: ``2.9 × 10⁻⁷`` instead of Python's ``2.9e-07``; plain between 0.001 and 10,000.
+
+    ``digits`` decimals of the mantissa, i.e. ``digits + 1`` significant digits either way.
+
+    >>> sci(2.9e-07), sci(-3.14e12), sci(0.25), sci(1234.5), sci(0.0)
+    ('2.9 × 10⁻⁷', '-3.1 × 10¹²', '0.25', '1200', '0')
+    """
+    x = float(x)
+    if not _np.isfinite(x):
+        raise ValueError(f"sci needs a finite number, got {x}.")
+    if x == 0 or 1e-3 <= abs(x) < 1e4:  # digits + 1 significant digits, never an exponent
+        return _np.format_float_positional(x, precision=digits + 1, fractional=False, trim="-")
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+
+
+__all__ += ["JA_LABELS", "ja_labels", "with_intervals", "sci"]
 
 
 # ---------------------------------------------------------------------------
@@ -818,7 +838,7 @@ def plot_positional_pca(pos: Any, enc: Any, *, max_words: int = 6000, seed: int 
         sc = ax.scatter(Pc[:, a], Pc[:, b], s=7, c=_np.arange(len(Pc)), cmap="plasma", label="位置ベクトル")
         ax.set_xlabel(f"第 {a + 1} 主成分（{evr[a]:.1%}）")
         ax.set_ylabel(f"第 {b + 1} 主成分（{evr[b]:.1%}）")
-    axes[0][0].legend(loc="best", fontsize=8.5, markerscale=3)
+    axes[0][0].legend(loc="best", fontsize=10, markerscale=3)
     fig.colorbar(sc, ax=axes[0][-1], label="位置")
     fig.suptitle("単語埋め込みと位置ベクトルをまとめて主成分分析した座標", fontsize=11)
     fig.tight_layout()
@@ -833,7 +853,7 @@ def plot_cos_hist(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
     """
     edges = _np.asarray(pos.bin_edges)
     hist = _np.asarray(pos.hist)
-    fig, ax = plt.subplots(figsize=(7.2, 3.8))
+    fig, ax = plt.subplots(figsize=(7.2, 4.3))
     ax.bar(edges[:-1], hist, width=_np.diff(edges), align="edge", color="#4c72b0", lw=0)
     ax.set_yscale("log")
     r = pos.random_mean_abs_cos
@@ -846,7 +866,8 @@ def plot_cos_hist(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
     ax.set_ylabel("組の数（対数目盛）")
     ax.set_title(f"単語埋め込み × 位置ベクトルの全 {pos.n_pairs:,} 組のコサイン類似度（平均 |cos| = {pos.mean_abs_cos:.3f}）",
                  fontsize=10)
-    ax.legend(fontsize=8.5, loc="upper left")
+    # under the axes: inside, it covered the peak of the histogram
+    ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     fig.tight_layout()
     return caption(fig, enc, note)
 
@@ -865,7 +886,7 @@ def plot_principal_angles(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
     ax.set_xlabel("主角の番号（小さい順）")
     ax.set_ylabel("主角（度）")
     ax.set_title(f"上位 {pos.top_k} 主成分が張る部分空間の主角（90 度 = 直交）", fontsize=10)
-    ax.legend(fontsize=8.5, loc="lower right")
+    ax.legend(fontsize=10, loc="lower right")
     fig.tight_layout()
     return caption(fig, enc, note)
 

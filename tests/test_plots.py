@@ -406,3 +406,16 @@ def test_ja_labels_renames_headers_only_and_keeps_the_data():
     assert mixed["x"].tolist() == ["a", "○", "×", 1, 0]
     # every Japanese header is distinct, so two English names never collapse into one column
     assert len(set(plots.JA_LABELS.values())) == len(plots.JA_LABELS)
+
+
+def test_sci_writes_small_and_large_numbers_as_powers_of_ten_for_prose():
+    # an independent reading: the mantissa and the exponent recovered from the text give the number back
+    for x in (2.9e-07, -3.14e12, 6.02e23, 1.0e-4, 99999.0):
+        text = plots.sci(x)
+        mantissa, power = text.split(" × 10")
+        exponent = int(power.translate(str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")))
+        assert "e" not in text and abs(float(mantissa) * 10.0 ** exponent - x) <= 0.05 * abs(x), (x, text)
+    assert [plots.sci(x) for x in (0.25, 1234.5, 0.0, 0.001, -0.5)] == ["0.25", "1200", "0", "0.001", "-0.5"]
+    assert plots.sci(2.94e-07, digits=2) == "2.94 × 10⁻⁷"
+    with pytest.raises(ValueError, match="finite"):
+        plots.sci(float("nan"))

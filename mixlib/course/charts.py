@@ -439,7 +439,7 @@ def pe_dot_chart(n_positions: int, d_model: int, *, delta: int = 5, base: float 
     mark = by_diff.transform_filter("datum.p == delta").mark_point(color="#d62728", filled=True, size=70).encode(x="p:Q", y="dot:Q")
     left = alt.layer(curve, mark).properties(width=width, height=140, title=alt.Title("PE[0]·PE[δ']（選んだ δ は赤）", fontSize=12))
     along = pairs("datum.p", "datum.p + delta", f"datum.p + delta < {n_positions}").transform_aggregate(dot="sum(t)", groupby=["p"])
-    mid = (along.mark_line(color="#d62728", point=alt.OverlayMarkDef(size=12)).encode(
+    mid = (along.mark_line(color="#d62728", point=alt.OverlayMarkDef(size=30, filled=True)).encode(
         x=alt.X("p:Q", title="pos", scale=alt.Scale(domain=[0, n_positions - 1])),
         y=alt.Y("dot:Q", title="内積", scale=alt.Scale(domain=[-half, half + 1])))
         .properties(width=width, height=140, title=alt.Title("選んだ δ での PE[pos]·PE[pos+δ]", fontSize=12)))

@@ -32,7 +32,7 @@ def _sublayer(ax, x: float, y: float, label: str, *, side: float, w: float = 2.6
     arrow(ax, sub, norm)
     _residual(ax, x, y - 0.45, y + 0.8, x + side, w / 2)
     if mask:
-        ax.text(x - side * 0.9, y, mask, color=_MASK, fontsize=7.5, ha="left" if side < 0 else "right", va="center")
+        ax.text(x - side * 0.9, y, mask, color=_MASK, fontsize=8.5, ha="left" if side < 0 else "right", va="center")
     return y + 0.8
 
 
@@ -53,7 +53,7 @@ def draw_transformer() -> plt.Figure:
     ax.add_patch(plt.Rectangle((ex - 2.0, 0.55), 4.0, 3.75, fc="none", ec="#888888", lw=1.0, ls="--"))
     ax.text(ex - 2.1, 4.15, "×N", ha="right", fontsize=11)
     top = _sublayer(ax, ex, 1.1, "多頭自己注意 (Q=K=V=x)", side=-1.6)
-    ax.text(ex - 2.15, 1.1, "パディング\nマスク", color=_MASK, fontsize=7.5, ha="right", va="center")  # outside the ×N box, as in the decoder
+    ax.text(ex - 2.15, 1.1, "パディング\nマスク", color=_MASK, fontsize=8.5, ha="right", va="center")  # outside the ×N box, as in the decoder
     arrow(ax, e_emb, (ex, 0.85))
     top2 = _sublayer(ax, ex, top + 0.8, "FFN（位置ごと）", side=-1.7)
     arrow(ax, (ex, top + 0.2), (ex, top + 0.55))
@@ -66,10 +66,10 @@ def draw_transformer() -> plt.Figure:
     ax.add_patch(plt.Rectangle((dx - 2.0, 0.55), 4.0, 5.95, fc="none", ec="#888888", lw=1.0, ls="--"))
     ax.text(dx + 2.1, 6.35, "×N", ha="left", fontsize=11)
     t1 = _sublayer(ax, dx, 1.1, "多頭自己注意 (Q=K=V=y)", side=1.7, mask="")
-    ax.text(dx + 2.45, 1.1, "因果マスク\n＋パディング\nマスク", color=_MASK, fontsize=7.5, ha="left", va="center")
+    ax.text(dx + 2.45, 1.1, "因果マスク\n＋パディング\nマスク", color=_MASK, fontsize=8.5, ha="left", va="center")
     arrow(ax, d_emb, (dx, 0.85))
     t2 = _sublayer(ax, dx, t1 + 0.8, "交差注意 (Q=デコーダ, K=V=メモリ)", side=1.7, w=3.3)
-    ax.text(dx + 2.45, t1 + 0.8, "原文の\nパディングマスク", color=_MASK, fontsize=7.5, ha="left", va="center")
+    ax.text(dx + 2.45, t1 + 0.8, "原文の\nパディングマスク", color=_MASK, fontsize=8.5, ha="left", va="center")
     arrow(ax, (dx, t1 + 0.2), (dx, t1 + 0.55))
     arrow(ax, enc_out, (dx - 1.68, t1 + 0.8), color="#4c72b0", lw=1.8, text="K, V", text_offset=(0.0, 0.25), fontsize=9)
     t3 = _sublayer(ax, dx, t2 + 0.8, "FFN（位置ごと）", side=1.7)
