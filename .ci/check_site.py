@@ -14,7 +14,8 @@ checks, with DOM queries on the page as the reader's browser built it:
   ``mjx-container``);
 * every table cell has padding, and a cell holding a single number is right-aligned;
 * no typeset equation shows a literal backslash (``\\text{keep\\_attn}`` in MathJax does);
-* no table, display equation or printed output is wider than the text column (nothing scrolls sideways);
+* no table, display equation or printed output is wider than the text column (nothing scrolls sideways;
+  code, in a code cell or shown as an output, keeps its lines and may scroll);
 * every saved ipywidgets view was rendered by the local HTML manager (its
   ``widget-subarea`` has content);
 * every chapter page (``notebooks/*.html``) shows at least one figure (an image
@@ -80,7 +81,7 @@ PAGE_FACTS = """() => {
       .map(t => Math.round(t.getBoundingClientRect().width) + ' px: ' + ((t.querySelector('caption') || t).textContent.trim().slice(0, 50))),
     wideMath: q('mjx-container[display="true"]').filter(m => m.scrollWidth > m.clientWidth + 2)
       .map(m => m.scrollWidth + ' px: ' + (m.querySelector('mjx-assistive-mml') || m).textContent.slice(0, 50)),
-    widePre: q('article.bd-article div.cell_output pre').filter(p => p.scrollWidth > p.clientWidth + 2)
+    widePre: q('article.bd-article div.cell_output div.output.stream pre, article.bd-article div.cell_output div.output.text_plain pre').filter(p => p.scrollWidth > p.clientWidth + 2)
       .map(p => p.textContent.trim().slice(0, 50)),
     // a literal backslash in a typeset equation (a TeX escape MathJax did not understand, e.g. \text{a\_b})
     texLeft: q('mjx-container').filter(m => m.querySelector('mjx-c.mjx-c5C')

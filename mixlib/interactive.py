@@ -116,7 +116,12 @@ class Figure:
     def __init__(self, chart: Any) -> None:
         # the view is laid out again whenever a control changes what is drawn (a longer sentence, a wider
         # label); Vega's default sizes it once, for the first state, and clips the others
-        self.chart = chart.properties(autosize=_alt().AutoSizeParams(type="pad", resize=True))
+        # text a size larger than Vega-Lite's defaults (axis labels 10 px, legends 10 px, titles 13 px): the book shows
+        # a chart at its own size, beside static figures whose text is 11-12 px; a size set on a mark or an axis wins
+        self.chart = (chart.properties(autosize=_alt().AutoSizeParams(type="pad", resize=True))
+                      .configure_axis(labelFontSize=11, titleFontSize=12)
+                      .configure_legend(labelFontSize=11, titleFontSize=12)
+                      .configure_title(fontSize=14, subtitleFontSize=12))
 
     def to_dict(self) -> dict[str, Any]:
         """The Vega-Lite specification, with the data it embeds."""
@@ -765,7 +770,7 @@ def token_chart(stretch: Any, clusters: Any, enc: Any, *, tokens: Sequence[str] 
     heat = cells.mark_rect().encode(
         x=alt.X("head:O", title="ヘッド", axis=alt.Axis(labelAngle=0)), y=alt.Y("layer:O", title="層", axis=alt.Axis(titleAngle=0, titleAlign="right", titleBaseline="bottom", titleX=-6, titleY=-4)),
         color=alt.Color("psi:Q", scale=alt.Scale(scheme="viridis", domain=[round(lo, 3), round(hi, 3)], clamp=True),
-                        title=("正規化した " if normalized else "") + "ψ_qkv"),
+                        title=("正規化した " if normalized else "") + "ψ_qkv", legend=alt.Legend(orient="bottom")),  # under the map: beside it the chart runs out of the column
         tooltip=[alt.Tooltip("layer:O", title="層"), alt.Tooltip("head:O", title="ヘッド"), alt.Tooltip("psi:Q", title="ψ", format=".3f")])
     # dark text on the light (high) end of viridis, white on the dark end
     text = cells.mark_text(fontSize=9).encode(
@@ -775,7 +780,7 @@ def token_chart(stretch: Any, clusters: Any, enc: Any, *, tokens: Sequence[str] 
            .transform_filter("datum.rank == 1"))
     label = _state_line(top, "'トークン「' + datum.t + '」（クラスタ #' + datum.c + '・' + datum.typ + '）：ψ が最大のヘッドは 層 '"
                              " + datum.layer + '・ヘッド ' + datum.head + '（' + format(datum.psi, '.3f') + '）'")
-    return Figure(alt.vconcat(label, alt.layer(heat, text).properties(width=alt.Step(34), height=alt.Step(26)), spacing=6,
+    return Figure(alt.vconcat(label, alt.layer(heat, text).properties(width=alt.Step(32), height=alt.Step(26)), spacing=6,
                               data=alt.Data(values=rows))
                   .add_params(*params)
                   .properties(usermeta={"mixbook": {"kind": "token", "layers": layers, "heads": H}},

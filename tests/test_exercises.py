@@ -354,6 +354,8 @@ def test_chapter_1_checks_take_a_function_and_hand_worked_values(capsys):
     x, y = np.array([2, 4, 6, 8.0]), np.array([5, 3, 4, 1.0])
     xc, yc = x - x.mean(), y - y.mean()
     assert ex.check_answer("ex-01-2", {"(a) 生のコサイン": 54 / math.sqrt(120 * 51), "(b) 相関係数": xc @ yc / math.sqrt((xc @ xc) * (yc @ yc))})
+    out = capsys.readouterr().out  # a part named "(a) …" is printed once bracketed, not "((a) …)"
+    assert "ex-01-2 (a) 生のコサイン: 正解" in out and "((" not in out
     assert ex.check_answer("ex-01-3", {"(a)": 45.0, "(b)": 3 * math.sqrt(2)})
     assert not ex.check_answer("ex-01-3", {"(a)": 135.0, "(b)": 3 * math.sqrt(2)})
 

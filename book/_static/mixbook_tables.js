@@ -14,7 +14,18 @@
       table.querySelectorAll("td, th").forEach(function (cell) {
         var text = cell.textContent.trim();
         if (NUMERIC.test(text) || MISSING.test(text)) cell.classList.add("mixbook-num");
-        if (NUMERIC.test(text) && INTERVAL.test(text)) cell.classList.add("mixbook-interval");
+        if (NUMERIC.test(text) && INTERVAL.test(text) && cell.children.length === 0) {
+          // the estimate and its interval each stay on one line; only the space between them may break
+          var cut = text.search(INTERVAL) + 1, parts = [text.slice(0, cut), text.slice(cut).trim()];
+          cell.textContent = "";
+          parts.forEach(function (part, i) {
+            var span = document.createElement("span");
+            span.textContent = part;
+            cell.appendChild(span);
+            if (i === 0) cell.appendChild(document.createTextNode(" "));
+          });
+          cell.classList.add("mixbook-interval");
+        }
       });
       table.querySelectorAll("tbody th[rowspan]").forEach(function (th) {
         var row = th.parentElement;

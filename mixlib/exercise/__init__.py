@@ -176,8 +176,10 @@ def check_answer(label: str, answer: Any, /, **data: Any) -> Verdict:
         )
         raise TypeError(f"check_answer({label!r}) {what} (run the chapter's cells above first).")
 
-    def name_of(part: Part) -> str:
-        return f"{label} ({part.name})" if part.name else label
+    def name_of(part: Part) -> str:  # "ex-01-2 (a) 生のコサイン", not "ex-01-2 ((a) 生のコサイン)"
+        if not part.name:
+            return label
+        return f"{label} {part.name}" if part.name.startswith("(") else f"{label} ({part.name})"
 
     if all(v is None for v in answers.values()):
         for part in ex.parts:
