@@ -10,6 +10,7 @@ that holds a chart of :mod:`mixlib.interactive` (``div.mixbook-vega``). On each 
 * every bound control (dropdown, slider, checkbox) is moved to another value, and
   the chart's parameter follows it;
 * no state draws the chart wider than the text column, or cuts off a mark outside its view;
+* on a token axis (keys "<pos>|<category>|<token>") the tokens stand in sentence order in every state;
 * after each move the chart shows the numbers Python computed for that state: the
   expected text is computed here from the specification embedded in the page with
   :func:`mixlib.interactive.mixing_state` / :func:`~mixlib.interactive.context_state`
@@ -172,6 +173,15 @@ JS_CLIPPED = """(box) => { const svg = box.querySelector('.mixbook-vega-view svg
   return Array.from(svg.querySelectorAll('text, path')).filter(e => { const b = e.getBoundingClientRect();
     return b.width > 0 && (b.right > r.right + 1 || b.bottom > r.bottom + 1); }).length; }"""
 
+# token axes: every scale whose domain holds token keys ("<pos>|<category>|<token>") lists them in sentence order
+JS_ORDER = """(box) => { const v = box.querySelector('.mixbook-vega-view').__vegaView; const bad = [];
+  for (const name of Object.keys(v._runtime.scales)) {
+    let dom; try { dom = v.scale(name).domain(); } catch (e) { continue; }
+    const pos = dom.filter(d => typeof d === 'string' && /^\\d+\\|/.test(d)).map(d => parseInt(d, 10));
+    if (pos.some((p, i) => i > 0 && p <= pos[i - 1])) bad.push(name + ': ' + dom.slice(0, 4).join(', '));
+  }
+  return bad; }"""
+
 JS_TEXT = """(box) => Array.from(box.querySelectorAll('svg text')).map(t => t.textContent).join('\\n')"""
 
 
@@ -201,6 +211,8 @@ def check_page(page, base: str, url: str, shot: Path | None) -> tuple[list[str],
         if want:
             problems.append(f"chart {i}: initial state {state}: '{want}' not drawn")
         widest = box.evaluate(JS_WIDTH)
+        for bad in box.evaluate(JS_ORDER):
+            problems.append(f"chart {i}: initial state {state}: tokens out of sentence order on {bad}")
         for name, control in controls.items():
             new = _other_value(control, state[name])
             el = box.locator(f".vega-bind-name:text-is('{control.get('name', name)}')").locator("..").locator("input, select").first
@@ -220,6 +232,8 @@ def check_page(page, base: str, url: str, shot: Path | None) -> tuple[list[str],
             if want:
                 problems.append(f"chart {i}: after moving {name!r} to {new!r} (state {state}): '{want}' not drawn")
             widest = max(widest, box.evaluate(JS_WIDTH), key=lambda w: w[0])
+            for bad in box.evaluate(JS_ORDER):
+                problems.append(f"chart {i}: after moving {name!r} to {new!r}: tokens out of sentence order on {bad}")
             clipped = box.evaluate(JS_CLIPPED)
             if clipped:
                 problems.append(f"chart {i}: after moving {name!r} to {new!r}: {clipped} mark(s) drawn outside the view (cut off)")

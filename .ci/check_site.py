@@ -76,8 +76,9 @@ PAGE_FACTS = """() => {
       /^[-+\u2212]?\d[\d,]*(\.\d+)?([eE][-+\u2212]?\d+)?%?$/.test(c.textContent.trim())
       && !['right', 'end'].includes(getComputedStyle(c).textAlign)).map(c => c.textContent.trim()),
     // nothing wider than the text column: a table, a display equation or a printed output that scrolls sideways
-    // (at the 1280 px window the screenshots use; the column is the article's width)
-    wideTables: q('article.bd-article table').filter(t => article && t.getBoundingClientRect().width > article.clientWidth + 1)
+    // (at the 1280 px window the screenshots use; a table's room is its output area, which scrolls what is wider)
+    wideTables: q('article.bd-article table').filter(t => t.getBoundingClientRect().width
+                                                      > (t.closest('div.output, div.cell_output') || article || t).clientWidth + 1)
       .map(t => Math.round(t.getBoundingClientRect().width) + ' px: ' + ((t.querySelector('caption') || t).textContent.trim().slice(0, 50))),
     wideMath: q('mjx-container[display="true"]').filter(m => m.scrollWidth > m.clientWidth + 2)
       .map(m => m.scrollWidth + ' px: ' + (m.querySelector('mjx-assistive-mml') || m).textContent.slice(0, 50)),

@@ -85,8 +85,14 @@ def _alt() -> Any:
 
 
 def token_key(pos: int, category: str, token: str) -> str:
-    """``"<pos>|<category>|<token>"``: a unique, ordered axis value that still carries the token's text and type."""
-    return f"{int(pos)}{_SEP}{category}{_SEP}{token}"
+    """``"<pos>|<category>|<token>"``: a unique, ordered axis value that still carries the token's text and type.
+
+    The position is zero-padded (``"0012|…"``) so that the keys sort in token order as strings too: Vega
+    sorts an ordinal domain shared by layers as strings (``"10|…"`` before ``"1|…"`` put the words out of order).
+    """
+    if not 0 <= int(pos) < 10_000:
+        raise ValueError(f"pos={pos} is outside 0..9999: a token key holds a position in a sequence.")
+    return f"{int(pos):04d}{_SEP}{category}{_SEP}{token}"
 
 
 def split_token_key(key: str) -> tuple[int, str, str]:

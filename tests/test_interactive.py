@@ -38,6 +38,9 @@ def maps(tiny_enc):
 def test_token_key_round_trip():
     for pos, cat, tok in [(0, "[CLS]", "[CLS]"), (12, "句読点", "|"), (3, "その他", "a|b")]:
         assert interactive.split_token_key(interactive.token_key(pos, cat, tok)) == (pos, cat, tok)
+    # string order is token order (Vega sorts a layered chart's ordinal domain as strings)
+    keys = [interactive.token_key(p, "その他", "w") for p in (0, 1, 2, 9, 10, 11, 100, 511)]
+    assert sorted(keys) == keys
 
 
 def test_mixing_chart_embeds_what_decompose_computed(tiny_enc, mixings):
