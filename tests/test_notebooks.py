@@ -139,7 +139,7 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch):
         wrong = {}
         for label, i in check_cells(nb).items():
             said = "".join(_text_of(o) for o in nb.cells[i].get("outputs", []))
-            verdicts = re.findall(r"^ex-[\d-]+(?: \(.*\))?: (正解|もう一度|未回答)", said, re.M)
+            verdicts = re.findall(r"^ex-[\d-]+(?: .*?)?: (正解|もう一度|未回答)", said, re.M)  # "ex-01-2 (a) 生のコサイン: 正解"
             if verdicts != ["正解"] * len(parts[label]):
                 wrong[label] = said.strip()[:300]
         assert not wrong, f"{path.name}: solutions that fail their own check: {wrong}"
