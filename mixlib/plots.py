@@ -175,7 +175,20 @@ def sci(x: float, digits: int = 1) -> str:
     return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
 
 
-__all__ += ["JA_LABELS", "ja_labels", "with_intervals", "sci"]
+def plain_ticks(axis: Any, *, minor: bool = False) -> None:
+    """Label a (log-scaled) axis' ticks as plain numbers: 1, 10, 100 and 0.6, not 10⁰ and 6×10⁻¹.
+
+    Call it after setting the scale (``set_xscale`` / ``ax.set(xscale=...)`` resets the formatters).
+    ``minor``: the minor ticks too (a log axis spanning less than a decade labels only those).
+    """
+    from matplotlib.ticker import FuncFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    if minor:
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+__all__ += ["JA_LABELS", "ja_labels", "with_intervals", "sci", "plain_ticks"]
 
 
 # ---------------------------------------------------------------------------

@@ -41,6 +41,8 @@ def test_token_key_round_trip():
     # string order is token order (Vega sorts a layered chart's ordinal domain as strings)
     keys = [interactive.token_key(p, "その他", "w") for p in (0, 1, 2, 9, 10, 11, 100, 511)]
     assert sorted(keys) == keys
+    with pytest.raises(ValueError, match="outside 0..9999"):
+        interactive.token_key(10_000, "その他", "w")
 
 
 def test_mixing_chart_embeds_what_decompose_computed(tiny_enc, mixings):

@@ -419,3 +419,19 @@ def test_sci_writes_small_and_large_numbers_as_powers_of_ten_for_prose():
     assert plots.sci(2.94e-07, digits=2) == "2.94 × 10⁻⁷"
     with pytest.raises(ValueError, match="finite"):
         plots.sci(float("nan"))
+
+
+def test_plain_ticks_labels_a_log_axis_with_plain_numbers():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 1000], [0.3, 2.0])
+    ax.set(xscale="log", yscale="log")
+    plots.plain_ticks(ax.xaxis)
+    plots.plain_ticks(ax.yaxis, minor=True)
+    fig.canvas.draw()
+    major = {t.get_text() for t in ax.get_xticklabels() if t.get_text()}
+    assert {"1", "10", "100", "1000"} <= major and not any("^" in t or "10^" in t for t in major)
+    minor = [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()]
+    assert "0.6" in minor and not any("times" in t for t in minor)  # 6×10⁻¹ would be mathtext
+    plt.close(fig)
