@@ -25,6 +25,10 @@ VENDOR := book/_static/vendor
 VENDOR_STAMP := $(VENDOR)/.stamp-$(MATHJAX_VERSION)-$(HTML_MANAGER_VERSION)-$(VEGA_VERSION)-$(VEGA_LITE_VERSION)-$(VEGA_EMBED_VERSION)
 
 BUILD_LOG := _build/build.log
+# every figure the notebooks render is measured: text under MIN_TEXT_PX px as the site's 688 px column shows it
+# is a warning in the cell's output (mixlib.plots.watch_text_sizes), and the build fails on it
+MIN_TEXT_PX := 10
+SMALL_TEXT := figure text too small on the site
 # pytest workers; 2 = this machine's cores (override: make test PYTEST_WORKERS=0 for no xdist)
 PYTEST_WORKERS ?= 2
 PYTEST_ARGS ?= --durations=15
@@ -87,13 +91,16 @@ _build/.toc-stamp: _toc.yml _config.yml $(wildcard book/_static/*.css book/_stat
 book: env vendor placeholders _build/.toc-stamp
 	@mkdir -p _build
 	@start=$$(date +%s); rc=0; \
-	env -u MIXLIB_FAST $(PY) .ci/build_book.py build . --builder html -W --keep-going 2>&1 | tee $(BUILD_LOG) || rc=$$?; \
+	env -u MIXLIB_FAST MIXLIB_MIN_TEXT_PX=$(MIN_TEXT_PX) $(PY) .ci/build_book.py build . --builder html -W --keep-going 2>&1 | tee $(BUILD_LOG) || rc=$$?; \
 	echo "build time: $$(( $$(date +%s) - start )) s (exit $$rc; log: $(BUILD_LOG))"; \
 	exit $$rc
 	@$(PY) .ci/report_build.py .jupyter_cache
 	@if grep -rl "missing from font" $(BUILD_LOG) _build/jupyter_execute >/dev/null 2>&1; then \
 	    echo "error: a figure uses a character the Japanese font lacks ('Glyph ... missing from font'):"; \
 	    grep -rl "missing from font" $(BUILD_LOG) _build/jupyter_execute; exit 1; fi
+	@if grep -rl "$(SMALL_TEXT)" $(BUILD_LOG) _build/jupyter_execute >/dev/null 2>&1; then \
+	    echo "error: a figure's text is under $(MIN_TEXT_PX) px on the site (mixlib.plots.watch_text_sizes):"; \
+	    grep -rho "$(SMALL_TEXT)[^\"]*" $(BUILD_LOG) _build/jupyter_execute | sort -u | head -20; exit 1; fi
 	@echo "The book is at: $(CURDIR)/_build/html/index.html"
 
 test: env

@@ -7,6 +7,7 @@ copied out of the book still says which model produced it.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import matplotlib
@@ -60,6 +61,98 @@ def setup(context: str = "notebook", *, dpi: int = 110) -> None:
 
     pd.set_option("display.max_columns", 40)
     pd.set_option("display.max_colwidth", None)
+    if os.environ.get(TEXT_CHECK_ENV):
+        watch_text_sizes(float(os.environ[TEXT_CHECK_ENV]))
+
+
+# ---------------------------------------------------------------------------
+# Text a reader can read on the site: the book's column is 688 px wide, and a wider image is
+# shrunk to it, its text with it. The notebook tests and `make book` set MIXLIB_MIN_TEXT_PX, so that
+# every figure the book draws is measured as it is rendered (a warning in the cell's output fails both).
+
+#: Width of the site's output column in CSS px (a wider image is scaled down to it).
+COLUMN_PX = 688
+#: Smallest text (CSS px, as shown on the site) the notebook tests and the book build accept: the
+#: body text is 16 px, the kernel-free charts' axis labels 11 px.
+MIN_TEXT_PX = 10.0
+#: The environment variable that turns the check on in :func:`setup` (its value: the minimum in px).
+TEXT_CHECK_ENV = "MIXLIB_MIN_TEXT_PX"
+#: The start of the warning :func:`watch_text_sizes` emits (the notebook tests look for it).
+SMALL_TEXT_WARNING = "figure text too small on the site"
+
+
+def _visible_texts(artist: Any):
+    """Every visible, non-empty Text under ``artist`` (a hidden parent hides its children)."""
+    from matplotlib.text import Text
+
+    if not artist.get_visible():
+        return
+    if isinstance(artist, Text) and artist.get_text().strip():
+        yield artist
+    for child in artist.get_children():
+        yield from _visible_texts(child)
+
+
+def shown_text_sizes(fig: plt.Figure, image_width_px: float, *, dpi: float | None = None,
+                     column_px: float = COLUMN_PX) -> list[tuple[float, str]]:
+    """``(size in CSS px as the site shows it, text)`` for every visible text of ``fig``, smallest first.
+
+    ``image_width_px``: the width of the saved image (after ``bbox_inches="tight"``); an image wider
+    than ``column_px`` is shown shrunk to it. A text of ``s`` pt is ``s · dpi / 72`` px in the image.
+    """
+    dpi = float(dpi if dpi is not None else fig.dpi)
+    scale = min(1.0, column_px / float(image_width_px))
+    sizes = [(t.get_fontsize() * dpi / 72.0 * scale, t.get_text()) for t in _visible_texts(fig)]
+    return sorted(sizes, key=lambda st: st[0])
+
+
+def _png_width(data: bytes) -> int | None:
+    if data[:8] != b"\x89PNG\r\n\x1a\n" or len(data) < 24:
+        return None
+    return int.from_bytes(data[16:20], "big")
+
+
+def watch_text_sizes(min_px: float = MIN_TEXT_PX, *, column_px: float = COLUMN_PX) -> None:
+    """Warn (``UserWarning``) whenever a figure is rendered to PNG in memory (as Jupyter's inline
+    backend does) with text smaller than ``min_px`` CSS px on the site. Idempotent: calling it again
+    only changes the minimum.
+    """
+    import io
+    import warnings
+
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    _TEXT_CHECK["min_px"] = float(min_px)
+    _TEXT_CHECK["column_px"] = float(column_px)
+    if getattr(FigureCanvasBase.print_figure, "_mixlib_text_check", False):
+        return
+    original = FigureCanvasBase.print_figure
+
+    def print_figure(self, filename, *args, **kwargs):
+        result = original(self, filename, *args, **kwargs)
+        if isinstance(filename, io.BytesIO):
+            width = _png_width(filename.getvalue())
+            dpi = kwargs.get("dpi")
+            dpi = self.figure.dpi if dpi in (None, "figure") else dpi
+            if width:
+                small = [(px, text) for px, text in shown_text_sizes(self.figure, width, dpi=dpi,
+                                                                     column_px=_TEXT_CHECK["column_px"])
+                         if px < _TEXT_CHECK["min_px"] - 1e-9]
+                if small:
+                    listed = "; ".join(f"{text[:40]!r} {px:.1f} px" for px, text in small[:6])
+                    more = f" (and {len(small) - 6} more)" if len(small) > 6 else ""
+                    warnings.warn(
+                        f"{SMALL_TEXT_WARNING}: {len(small)} text(s) under {_TEXT_CHECK['min_px']:g} px in a "
+                        f"{width} px wide image shown at most {_TEXT_CHECK['column_px']:g} px wide: {listed}{more}. "
+                        "Make the figure narrower (its text grows with it) or its fonts larger.",
+                        UserWarning, stacklevel=2)
+        return result
+
+    print_figure._mixlib_text_check = True  # type: ignore[attr-defined]
+    FigureCanvasBase.print_figure = print_figure  # type: ignore[method-assign]
+
+
+_TEXT_CHECK = {"min_px": MIN_TEXT_PX, "column_px": float(COLUMN_PX)}
 
 
 def model_label(enc_or_name: Any) -> str:
@@ -82,8 +175,67 @@ def caption(fig: plt.Figure | None, enc_or_name: Any, note: str = "") -> plt.Fig
     renderer = fig.canvas.get_renderer()
     bottoms = [ax.get_tightbbox(renderer).y0 / fig.bbox.height for ax in fig.axes if ax.get_visible()]
     y = min([0.0, *bottoms]) - 0.01
-    fig.text(0.5, y, text, ha="center", va="top", fontsize=9, color="#444444")
+    # the saved image spans the figure or what sticks out of it (a legend outside the axes), whichever is wider
+    image_px = max(fig.bbox.width, fig.get_tightbbox(renderer).width * fig.dpi)
+    size = _caption_pt(fig, image_px)
+    text = wrap_to_width(text, fig.bbox.width * 0.98, fontsize=size, renderer=renderer)
+    fig.text(0.5, y, text, ha="center", va="top", fontsize=size, color="#444444")
     return fig
+
+
+def _break_after(text: str, i: int) -> bool:
+    """May a line end after ``text[i]``? After a space or any wide (Japanese) character, and after
+    punctuation; never inside a run of Latin letters or digits, nor before 、。）」 (kinsoku)."""
+    import unicodedata
+
+    if i + 1 >= len(text):
+        return True
+    this, nxt = text[i], text[i + 1]
+    if nxt in "、。，．）」』］｝・：；！？)]}.,:;!?":
+        return False
+    if this in "（「『［｛(":
+        return False
+    return this.isspace() or unicodedata.east_asian_width(this) in "WF" or unicodedata.east_asian_width(nxt) in "WF" \
+        or this in "-/,;:)]"
+
+
+def wrap_to_width(text: str, width_px: float, *, fontsize: float, renderer: Any = None) -> str:
+    """Break ``text`` into lines no wider than ``width_px`` (display px of the figure at ``fontsize`` pt),
+    measured with matplotlib's own text layout; Japanese may break between any two characters, Latin words
+    stay whole. Existing line breaks are kept. A single word wider than the width stays on its line.
+    """
+    from matplotlib.font_manager import FontProperties
+
+    if renderer is None:
+        from matplotlib.backends.backend_agg import RendererAgg
+
+        renderer = RendererAgg(1000, 100, matplotlib.rcParams["figure.dpi"])
+    prop = FontProperties(size=fontsize)
+
+    def width(s: str) -> float:
+        return renderer.get_text_width_height_descent(s, prop, ismath=False)[0]
+
+    lines = []
+    for para in text.split("\n"):
+        while para and width(para) > width_px:
+            cut = 0
+            for i in range(len(para)):
+                if _break_after(para, i):
+                    if width(para[: i + 1].rstrip()) > width_px:
+                        break
+                    cut = i + 1
+            if cut == 0:  # one unbreakable piece wider than the line: keep it whole
+                cut = next((i + 1 for i in range(len(para)) if _break_after(para, i)), len(para))
+            lines.append(para[:cut].rstrip())
+            para = para[cut:].lstrip()
+        lines.append(para)
+    return "\n".join(lines)
+
+
+def _caption_pt(fig: plt.Figure, image_px: float, shown_px: float = 10.5) -> float:
+    """9 pt, or more on an image wider than the site's column, so that the caption is shown at
+    ``shown_px`` px or more after the column shrinks the image to its width."""
+    return max(9.0, shown_px * 72.0 / fig.dpi * max(1.0, image_px / COLUMN_PX))
 
 
 #: Japanese headers for the column / index names that mixlib's tables and the course's
@@ -189,6 +341,7 @@ def plain_ticks(axis: Any, *, minor: bool = False) -> None:
 
 
 __all__ += ["JA_LABELS", "ja_labels", "with_intervals", "sci", "plain_ticks"]
+__all__ += ["COLUMN_PX", "MIN_TEXT_PX", "shown_text_sizes", "watch_text_sizes", "wrap_to_width"]
 
 
 # ---------------------------------------------------------------------------
@@ -395,7 +548,7 @@ def plot_mixing_by_layer(
         panels.append((*split_ci(reference), reference_label))
     # one panel per row, readable at the book's column width; one y scale, but each panel its own layers
     # (the packaged model has 6, the paper's model 12)
-    fig, axes = plt.subplots(len(panels), 1, figsize=(6.8, 3.3 * len(panels) + 0.2), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(len(panels), 1, figsize=(6.0, 3.3 * len(panels) + 0.2), squeeze=False, sharey=True)
     for ax, (tab, band, ttl) in zip(axes[:, 0], panels):
         for col in tab.columns:
             y = tab[col].to_numpy(dtype=float)
@@ -409,12 +562,12 @@ def plot_mixing_by_layer(
                 ax.fill_between(tab.index, band[0][col].to_numpy(dtype=float), band[1][col].to_numpy(dtype=float),
                                 color=color, alpha=0.18, lw=0, zorder=1)
         ax.set_xticks(list(tab.index))
-        ax.set_title(ttl, fontsize=10)
+        ax.set_title(ttl, fontsize=11)
         ax.set_ylabel(ylabel)
         ax.set_xlabel("層（0 始まり）")
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.tight_layout()
-    fig.legend(handles, labels, fontsize=9.5, loc="center left", bbox_to_anchor=(1.0, 0.55), frameon=False)
+    fig.legend(handles, labels, fontsize=10.5, loc="center left", bbox_to_anchor=(1.0, 0.55), frameon=False)
     return caption(fig, enc, note)
 
 
@@ -497,14 +650,14 @@ def plot_token_mixing(mixing: Any, enc: Any, *, layer: int, seq: int = 0, ax: An
     }
     ratio = 100.0 * mixing.ratio[row, seq].numpy()[idx]
     cats = mixing.categories[seq][idx]
-    fig, ax = _new_axes(ax, figsize=(min(9.5, max(6.0, 0.2 * n + 2.0)), 4.2))
+    fig, ax = _new_axes(ax, figsize=(min(8.5, max(6.0, 0.2 * n + 2.0)), 4.4))
     x = _np.arange(n)
     bottom = _np.zeros(n)
     for key in ("keep_res", "keep_attn", "mix"):
         ax.bar(x, parts[key], bottom=bottom, color=COMPONENT_COLORS[key], width=0.8, label=COMPONENT_LABELS[key])
         bottom += parts[key]
     ax.set_xticks(x)
-    ax.set_xticklabels([font_safe(t) for t in toks], rotation=90, fontsize=8)
+    ax.set_xticklabels([font_safe(t) for t in toks], rotation=90, fontsize=10)
     for lab, c in zip(ax.get_xticklabels(), cats):
         lab.set_color(CATEGORY_COLORS.get(str(c), "#333333"))
     ax.set_ylabel("ノルム（層正規化の後）")
@@ -516,9 +669,9 @@ def plot_token_mixing(mixing: Any, enc: Any, *, layer: int, seq: int = 0, ax: An
     ax2.grid(False)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper left", ncol=4)
+    ax.legend(h1 + h2, l1 + l2, fontsize=10, loc="upper left", ncol=4)
     ax.set_ylim(0, float(bottom.max()) * 1.25)
-    ax.set_title(f"層 {layer}: トークンごとの混ぜる量と残す量", fontsize=10)
+    ax.set_title(f"層 {layer}: トークンごとの混ぜる量と残す量", fontsize=11)
     fig.tight_layout()
     return caption(fig, enc, note)
 
@@ -658,7 +811,7 @@ def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None 
         row[0].set_ylabel(ylabel or (r"正規化したクラスタ平均 $\psi_{qkv}$" if normalized else r"クラスタ平均 $\psi_{qkv}$"))
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.tight_layout()
-    fig.legend(handles, labels, title="ヘッド" if band is None and not normalized else None, fontsize=7.5, title_fontsize=8, loc="center left",
+    fig.legend(handles, labels, title="ヘッド" if band is None and not normalized else None, fontsize=9.5, title_fontsize=10, loc="center left",
                bbox_to_anchor=(1.0, 0.5), frameon=False)
     return caption(fig, enc, note)
 
@@ -692,7 +845,7 @@ def plot_top_clusters(table: Any, enc: Any, *, layer: int, head: int, width: int
     from matplotlib.patches import Patch
 
     present = [t for t in TYPE_ORDER if t in set(table["type"])]
-    ax.legend(handles=[Patch(color=TYPE_COLORS[t], label=t) for t in present], fontsize=8, loc="lower right")
+    ax.legend(handles=[Patch(color=TYPE_COLORS[t], label=t) for t in present], fontsize=9.5, loc="lower right")
     fig.tight_layout()
     return caption(fig, enc)
 
@@ -718,7 +871,7 @@ def plot_token_psi(psi: Any, enc: Any, *, token: str, cluster: int | None = None
         raise ValueError(f"psi must have shape (L, H); got {psi.shape}.")
     L, H = psi.shape
     fig, ax = _new_axes(ax, figsize=(0.55 * H + 2.2, 0.42 * L + 1.6))
-    sns.heatmap(psi, ax=ax, annot=True, fmt=".2f", cmap="viridis", annot_kws={"fontsize": 7.5},
+    sns.heatmap(psi, ax=ax, annot=True, fmt=".2f", cmap="viridis", annot_kws={"fontsize": 9},
                 yticklabels=list(range(L)) if layers is None else list(layers),
                 cbar_kws={"label": ("正規化した " if normalized else "") + r"$\psi_{qkv}$"})
     ax.set_xlabel("ヘッド")
@@ -747,7 +900,7 @@ def plot_type_map(tm: Any, enc: Any, *, note: str = "") -> plt.Figure:
 
     L, H = tm.shape
     top = max(len(c) for c in tm.to_numpy().ravel())
-    fig, ax = plt.subplots(figsize=(0.62 * H + 2.6, 0.5 * L + 1.3))
+    fig, ax = plt.subplots(figsize=(0.55 * H + 2.2, 0.5 * L + 1.3))
     for i, layer in enumerate(tm.index):
         for j, head in enumerate(tm.columns):
             types = tm.loc[layer, head]
@@ -763,10 +916,10 @@ def plot_type_map(tm: Any, enc: Any, *, note: str = "") -> plt.Figure:
     ax.set_xlabel("ヘッド")
     ax.set_ylabel("層")
     ax.grid(False)
-    ax.set_title(f"各ヘッドで " + r"$\psi_{qkv}$" + f" が大きい上位 {top} クラスタのタイプ（左ほど上位）", fontsize=10)
+    ax.set_title(f"各ヘッドで " + r"$\psi_{qkv}$" + f" が大きい上位 {top} クラスタのタイプ（左ほど上位）", fontsize=11)
     present = [t for t in TYPE_ORDER if any(t in c for c in tm.to_numpy().ravel())]
     ax.legend(handles=[Patch(color=TYPE_COLORS[t], label=t) for t in present], loc="center left",
-              bbox_to_anchor=(1.01, 0.5), fontsize=8.5, frameon=False)
+              bbox_to_anchor=(1.01, 0.5), fontsize=10.5, frameon=False)
     fig.tight_layout()
     return caption(fig, enc, note)
 
@@ -795,7 +948,7 @@ def plot_type_shares(tm: Any, enc: Any, *, note: str = "") -> plt.Figure:
     ax.set_xlim(0, 1)
     ax.set_ylabel("層")
     ax.set_xlabel("上位クラスタに占める割合")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8.5, frameon=False)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=10.5, frameon=False)
     ax.set_title("層ごとの上位クラスタのタイプの割合", fontsize=10)
     fig.tight_layout()
     return caption(fig, enc, note)
@@ -824,11 +977,11 @@ def plot_upper_clusters(table: Any, enc: Any, *, note: str = "") -> plt.Figure:
         left += shares[:, j]
     ax.set_yticks(y)
     ax.set_yticklabels([f"上位 {i}（{int(c)} クラスタ・{int(n):,} 語）" for i, c, n in
-                        zip(table.index, table["n_clusters"], table["n_tokens"])], fontsize=8.5)
+                        zip(table.index, table["n_clusters"], table["n_tokens"])], fontsize=10)
     ax.set_ylim(len(table) - 0.5, -0.5)
     ax.set_xlim(0, 1)
     ax.set_xlabel("下位クラスタのタイプの割合")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8.5, frameon=False)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=10.5, frameon=False)
     ax.set_title("セントロイドを再クラスタリングした上位クラスタの中身", fontsize=10)
     fig.tight_layout()
     return caption(fig, enc, note)
@@ -991,7 +1144,7 @@ def plot_position_head(A: Any, enc: Any, *, layer: int, head: int, max_offset: i
     ax.set_xlabel("相対位置（キー − クエリ）")
     ax.set_ylabel("平均の重み")
     ax.set_xticks(list(prof.index))
-    ax.legend(fontsize=8.5)
+    ax.legend(fontsize=10)
     ax.set_title(f"相対位置ごとの平均（最大: {int(prof.idxmax()):+d}）", fontsize=10)
     fig.tight_layout()
     return caption(fig, enc)
@@ -1043,7 +1196,7 @@ def plot_context_row(cm: Any, enc: Any, *, layer: int, seq: int = 0, token: int 
     if isinstance(token, bool) or not isinstance(token, (int, _np.integer)) or not 0 <= token < n:
         raise ValueError(f"token={token!r} is out of range: sequence {seq} has {n} tokens (0..{n - 1}).")
     measures = list(measures)
-    fig, axes = plt.subplots(len(measures), 1, figsize=(min(9.5, max(6.0, 0.2 * n + 2.0)), 1.7 * len(measures) + 0.6),
+    fig, axes = plt.subplots(len(measures), 1, figsize=(min(8.5, max(6.0, 0.2 * n + 2.0)), 1.8 * len(measures) + 0.6),
                              sharex=True, squeeze=False)
     x = _np.arange(n)
     for ax, name in zip(axes[:, 0], measures):
@@ -1052,13 +1205,13 @@ def plot_context_row(cm: Any, enc: Any, *, layer: int, seq: int = 0, token: int 
         colors = ["#4c9be8"] * n
         colors[token] = "#1f3b70"
         ax.bar(x, share, color=colors, width=0.8)
-        ax.set_ylabel("割合", fontsize=8)
-        ax.set_title(MEASURE_LABELS.get(name, name), fontsize=9, loc="left")
+        ax.set_ylabel("割合", fontsize=10)
+        ax.set_title(MEASURE_LABELS.get(name, name), fontsize=10.5, loc="left")
         ax.set_ylim(0, max(0.05, float(share.max()) * 1.15))
     ax = axes[-1, 0]
     ax.set_xticks(x)
-    ax.set_xticklabels([font_safe(t) for t in toks], rotation=90, fontsize=8)
+    ax.set_xticklabels([font_safe(t) for t in toks], rotation=90, fontsize=10)
     ax.get_xticklabels()[token].set_color("#1f3b70")
-    fig.suptitle(f"層 {layer}: トークン {font_safe(toks[token])}（位置 {token}）はどこから情報を受け取るか", fontsize=10)
+    fig.suptitle(f"層 {layer}: トークン {font_safe(toks[token])}（位置 {token}）はどこから情報を受け取るか", fontsize=11)
     fig.tight_layout()
     return caption(fig, enc, note)

@@ -37,6 +37,7 @@ import nbexec_fix  # noqa: E402
 from exercise_cells import check_cells, with_solutions  # noqa: E402
 from test_exercises import CHECKED  # noqa: E402
 
+from mixlib import plots  # noqa: E402
 from mixlib._mystnb import VEGALITE_MIME  # noqa: E402
 from mixlib.exercise import exercises  # noqa: E402
 from mixlib.interactive import NEEDS_KERNEL_TAG  # noqa: E402
@@ -74,6 +75,7 @@ def _execute(path: Path, monkeypatch) -> nbformat.NotebookNode:
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     monkeypatch.setenv("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    monkeypatch.setenv(plots.TEXT_CHECK_ENV, f"{plots.MIN_TEXT_PX:g}")  # plots.setup() measures every figure's text
     nb = nbformat.read(path, as_version=4)
     if path.stem in CHECKED:
         nb = with_solutions(nb)
@@ -108,6 +110,7 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch):
             assert FONT_WARNING not in text, (
                 f"{path.name} cell {i}: a figure uses a glyph the Japanese font lacks:\n{text[:500]}"
             )
+            assert plots.SMALL_TEXT_WARNING not in text, f"{path.name} cell {i}: {text[text.find(plots.SMALL_TEXT_WARNING):][:700]}"
             data = out.get("data", {})
             if WIDGET_VIEW in data:
                 assert images_so_far > 0, (
@@ -169,6 +172,24 @@ def test_font_warning_check_catches_a_real_warning(monkeypatch, tmp_path):
         "expected matplotlib to warn about U+2299 with IPAexGothic; if the font gained the glyph, pick another one: "
         + json.dumps(texts, ensure_ascii=False)[:500]
     )
+
+
+def test_small_text_check_catches_a_figure_shrunk_by_the_column(monkeypatch, tmp_path):
+    """The text-size check above must be able to fail in a kernel: Jupyter's inline backend renders through
+    the wrapped print_figure. A 14 in wide figure with 9 pt text is shown at about 7 px; a 6 in one is not."""
+    nb = nbformat.v4.new_notebook()
+    code = ("import matplotlib.pyplot as plt\nfrom mixlib import plots\nplots.setup()\n"
+            "fig, ax = plt.subplots(figsize=({w}, 3))\nax.set_title('{title}', fontsize=9)\nplt.show()")
+    nb.cells = [nbformat.v4.new_code_cell(code.format(w=14, title="広すぎる図")),
+                nbformat.v4.new_code_cell(code.format(w=6, title="列に収まる図"))]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    monkeypatch.setenv(plots.TEXT_CHECK_ENV, f"{plots.MIN_TEXT_PX:g}")
+    NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    wide, narrow = ("".join(_text_of(o) for o in c.get("outputs", [])) for c in nb.cells)
+    assert plots.SMALL_TEXT_WARNING in wide and "広すぎる図" in wide, wide[:500]
+    assert plots.SMALL_TEXT_WARNING not in narrow, narrow[:500]
+    assert any("image/png" in o.get("data", {}) for o in nb.cells[1].outputs)
 
 
 def test_sliced_get_msg_keeps_its_contract():

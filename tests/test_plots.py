@@ -435,3 +435,89 @@ def test_plain_ticks_labels_a_log_axis_with_plain_numbers():
     minor = [t.get_text() for t in ax.get_yticklabels(minor=True) if t.get_text()]
     assert "0.6" in minor and not any("times" in t for t in minor)  # 6×10⁻¹ would be mathtext
     plt.close(fig)
+
+
+def test_shown_text_sizes_scale_a_wide_image_down_to_the_column():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4, 3), dpi=110)
+    ax.set_title("見出し", fontsize=10)
+    ax.set_xlabel("")  # empty texts are not texts a reader sees
+    ax.yaxis.set_visible(False)  # nor are the texts of a hidden axis
+    ax.set_xticks([0.5])
+    ax.tick_params(labelsize=8)
+    fig.canvas.draw()
+    narrow = dict((t, px) for px, t in plots.shown_text_sizes(fig, 440))
+    assert narrow["見出し"] == pytest.approx(10 * 110 / 72)  # 440 px fits the column: shown as rendered
+    assert narrow["0.5"] == pytest.approx(8 * 110 / 72)
+    assert set(narrow) == {"見出し", "0.5"}
+    wide = dict((t, px) for px, t in plots.shown_text_sizes(fig, 1265))
+    assert wide["見出し"] == pytest.approx(10 * 110 / 72 * 688 / 1265)  # 8.3 px: shrunk with its image
+    plt.close(fig)
+
+
+def test_watch_text_sizes_warns_when_a_rendered_figure_shows_small_text(monkeypatch):
+    import io
+
+    import matplotlib.pyplot as plt
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    monkeypatch.setattr(FigureCanvasBase, "print_figure", FigureCanvasBase.print_figure)  # restored afterwards
+    plots.watch_text_sizes(9)
+    plots.watch_text_sizes(9)  # idempotent: one wrapper, one warning per render
+
+    def render(width_in, fontsize):
+        fig, ax = plt.subplots(figsize=(width_in, 3), dpi=110)
+        ax.set_title("小さすぎる見出し", fontsize=fontsize)
+        buf = io.BytesIO()
+        fig.canvas.print_figure(buf, format="png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+
+    with pytest.warns(UserWarning, match=plots.SMALL_TEXT_WARNING) as caught:
+        render(12, 8)  # ~1100 px wide (tight), shown at 688: the 8 pt title is 7.7 px
+    assert len([w for w in caught if plots.SMALL_TEXT_WARNING in str(w.message)]) == 1
+    assert "小さすぎる見出し" in str(caught[0].message)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        render(5, 8)  # under 688 px wide: shown as rendered, 12 px
+
+
+def test_caption_grows_on_a_figure_wider_than_the_column():
+    import io
+
+    import matplotlib.pyplot as plt
+
+    for width_in in (5, 9, 14):
+        fig, ax = plt.subplots(figsize=(width_in, 3), dpi=110)
+        ax.plot([0, 1], [0, 1])
+        plots.caption(fig, "テストのモデル")
+        buf = io.BytesIO()
+        fig.canvas.print_figure(buf, format="png", dpi=110, bbox_inches="tight")
+        shown = dict((t, px) for px, t in plots.shown_text_sizes(fig, plots._png_width(buf.getvalue())))
+        assert shown["モデル: テストのモデル"] >= plots.MIN_TEXT_PX, (width_in, shown)
+        if width_in == 5:  # within the column: the usual 9 pt
+            assert fig.texts[-1].get_fontsize() == 9.0
+        plt.close(fig)
+
+
+def test_wrap_to_width_breaks_japanese_anywhere_and_keeps_latin_words_whole():
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    plots.setup()
+    renderer = RendererAgg(1000, 100, 110)
+    text = ("モデル: all-MiniLM-L6-v2（6層・12ヘッド・384次元）。k = 64、帯：メンバーをシャッフルした同じ大きさの"
+            "クラスタ（20 回、各層のヘッドそれぞれの 2.5〜97.5% を合わせた外枠）")
+    wrapped = plots.wrap_to_width(text, 300, fontsize=10, renderer=renderer)
+    lines = wrapped.split("\n")
+    assert len(lines) >= 3
+    prop = FontProperties(size=10)
+    for line in lines:  # each line fits, measured independently of the wrapping
+        assert renderer.get_text_width_height_descent(line, prop, ismath=False)[0] <= 300
+        assert not line.startswith(("、", "。", "）"))  # no line opens with closing punctuation
+    assert "".join(lines).replace(" ", "") == text.replace(" ", "")  # nothing lost or reordered
+    assert any("all-MiniLM-L6-v2" in line for line in lines)  # a Latin word is not cut
+    assert plots.wrap_to_width("短い", 300, fontsize=10, renderer=renderer) == "短い"
+    assert plots.wrap_to_width("一行目\n二行目", 300, fontsize=10, renderer=renderer) == "一行目\n二行目"

@@ -889,7 +889,7 @@ def plot_fill_mask(tables: "dict[str, pd.DataFrame]", text: str, *, note: str = 
 
     if not tables:
         raise ValueError("tables is empty; give at least one model's fill-in table.")
-    fig, axes = plt.subplots(1, len(tables), figsize=(4.6 * len(tables), 0.42 * max(len(t) for t in tables.values()) + 1.6),
+    fig, axes = plt.subplots(1, len(tables), figsize=(4.2 * len(tables), 0.42 * max(len(t) for t in tables.values()) + 1.6),
                              squeeze=False)
     for ax, (name, table) in zip(axes[0], tables.items()):
         ax.barh(range(len(table)), table["prob"].to_numpy(), color="#2ca02c")
@@ -897,9 +897,12 @@ def plot_fill_mask(tables: "dict[str, pd.DataFrame]", text: str, *, note: str = 
         ax.invert_yaxis()
         ax.set(xlim=(0, 1), xlabel="確率", title=name)
         for y, p in enumerate(table["prob"].to_numpy()):
-            ax.text(min(float(p) + 0.02, 0.85), y, f"{float(p):.2f}", va="center", fontsize=8)
+            ax.text(min(float(p) + 0.02, 0.85), y, f"{float(p):.2f}", va="center", fontsize=9.5)
     fig.suptitle(f"「{text}」の [MASK] の穴埋め（上位 {max(len(t) for t in tables.values())} 個）", fontsize=11)
     fig.tight_layout()
     if note:
-        fig.text(0.5, -0.02, note, ha="center", va="top", fontsize=9, color="#444444")
+        from ..plots import wrap_to_width
+
+        fig.text(0.5, -0.02, wrap_to_width(note, fig.bbox.width * 0.98, fontsize=9.5, renderer=fig.canvas.get_renderer()),
+                 ha="center", va="top", fontsize=9.5, color="#444444")
     return fig

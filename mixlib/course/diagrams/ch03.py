@@ -81,7 +81,7 @@ def draw_skipgram_window(
         kind = "center" if i == center else ("context" if lo <= i <= hi else "outside")
         _box(ax, i * step, y, tok, w=w, h=h, kind=kind)
         ax.text(i * step, y - h / 2 - 0.18, f"$w_{{t{i - center:+d}}}$" if i != center else "$w_t$", ha="center", va="top",
-                fontsize=9, color="#555555")
+                fontsize=10.5, color="#555555")
     # arrows from the centre to every context word
     for i in range(lo, hi + 1):
         if i == center:
@@ -93,9 +93,9 @@ def draw_skipgram_window(
     ax.text(-0.8, 1.55, "skip-gram：中心語 → 文脈語", fontsize=12, ha="left", va="center")
     legend = [("center", "中心語（入力ベクトル $v$）"), ("context", "文脈語（予測する語、出力ベクトル $u$）"), ("outside", "窓の外（この例では使わない）")]
     for k, (kind, label) in enumerate(legend):
-        x0 = step * (n - 1) + 0.9 - 4.3
+        x0 = step * (n - 1) + 0.9 - 4.9
         _box(ax, x0, 1.62 - 0.34 * k, "", w=0.32, h=0.22, kind=kind)
-        ax.text(x0 + 0.25, 1.62 - 0.34 * k, label, fontsize=8.5, ha="left", va="center")
+        ax.text(x0 + 0.25, 1.62 - 0.34 * k, label, fontsize=10, ha="left", va="center")
     fig.tight_layout()
     return fig
 

@@ -68,10 +68,10 @@ def draw_attention(source: str, output: Sequence[str], weights: np.ndarray, *, s
         ax.add_patch(FancyArrowPatch((xs[s], 1.0), (cx, cy - 0.3), arrowstyle="-|>", mutation_scale=8,
                                      color="#8a2f86", lw=0.4 + 6 * a, alpha=0.15 + 0.85 * a, shrinkA=1, shrinkB=2))
         if S <= 16:
-            ax.text(xs[s], 1.12, f"{a:.2f}", ha="center", va="bottom", fontsize=8.5, color="#8a2f86")
+            ax.text(xs[s], 1.12, f"{a:.2f}", ha="center", va="bottom", fontsize=9.5, color="#8a2f86")
     sp = box(ax, span + 1.6, 0.7, "$\\mathbf{s}_{t-1}$", w=1.0, h=0.55, color="state")
     ax.text(cx, 3.3, "スコア $e_{t,s}=\\mathbf{v}^\\top\\tanh(W\\mathbf{s}_{t-1}+U\\mathbf{h}_s)$ → softmax で重み $a_{t,s}$",
-            ha="center", va="bottom", fontsize=8.5)
+            ha="center", va="bottom", fontsize=9.5)
     arrow(ax, sp, c, ls="--", lw=1.0, color="#777777")
     st = box(ax, span + 1.6, 2.35, "$\\mathbf{s}_t$ → 出力 " + f"「{output[t]}」", w=2.2, h=0.55, color="output", fontsize=9)
     arrow(ax, c, st)
@@ -79,13 +79,16 @@ def draw_attention(source: str, output: Sequence[str], weights: np.ndarray, *, s
     ax.text(span / 2, -0.62, f"エンコーダの状態（入力 {S} 文字）：線の太さ＝重み $a_{{{t + 1},s}}$", ha="center", va="top", fontsize=9)
     ax.set_title(f"出力の {t + 1} 文字目を作る注意の 1 ステップ", fontsize=11)
     im = ax2.imshow(W, cmap="viridis", vmin=0, vmax=1, aspect="auto")
-    ax2.set_xticks(range(S), list(source), fontsize=7 if S > 15 else 9)
-    ax2.set_yticks(range(T), list(output), fontsize=7 if T > 15 else 9)
+    ax2.set_xticks(range(S), list(source), fontsize=9 if S > 15 else 10)
+    ax2.set_yticks(range(T), list(output), fontsize=9 if T > 15 else 10)
     ax2.axhline(t, color="#ff7f0e", lw=1.0, alpha=0.8)
     ax2.set(xlabel="入力の位置 s", ylabel="出力の位置 t", title="アライメント（alignment）$a_{t,s}$")
     ax2.grid(False)
     fig.colorbar(im, ax=ax2, fraction=0.05, pad=0.03)
     if caption:
-        fig.text(0.5, -0.02, caption, ha="center", va="top", fontsize=9, color="#444444")
+        from ...plots import wrap_to_width
+
+        fig.text(0.5, -0.02, wrap_to_width(caption, fig.bbox.width * 0.98, fontsize=9.5, renderer=fig.canvas.get_renderer()),
+                 ha="center", va="top", fontsize=9.5, color="#444444")
     return fig
 

@@ -25,14 +25,14 @@ def _residual(ax, x_from: float, y_from: float, y_to: float, x_side: float, half
     arrow(ax, (x_side, y_to), (x_from + (half_width if x_side > x_from else -half_width), y_to), color=_RES, lw=1.4)
 
 
-def _sublayer(ax, x: float, y: float, label: str, *, side: float, w: float = 2.6, color: str = "gate", mask: str = "") -> float:
+def _sublayer(ax, x: float, y: float, label: str, *, side: float, w: float = 2.9, color: str = "gate", mask: str = "") -> float:
     """Sub-layer box at y, then 'Add & LayerNorm' above it with the residual on ``side``; returns the top y."""
-    sub = box(ax, x, y, label, w=w, h=0.5, color=color, fontsize=9)
-    norm = box(ax, x, y + 0.8, "Add & LayerNorm", w=w, h=0.38, color="norm", fontsize=8.5)
+    sub = box(ax, x, y, label, w=w, h=0.5, color=color, fontsize=10)
+    norm = box(ax, x, y + 0.8, "Add & LayerNorm", w=w, h=0.4, color="norm", fontsize=10)
     arrow(ax, sub, norm)
     _residual(ax, x, y - 0.45, y + 0.8, x + side, w / 2)
     if mask:
-        ax.text(x - side * 0.9, y, mask, color=_MASK, fontsize=8.5, ha="left" if side < 0 else "right", va="center")
+        ax.text(x - side * 0.9, y, mask, color=_MASK, fontsize=10, ha="left" if side < 0 else "right", va="center")
     return y + 0.8
 
 
@@ -42,48 +42,49 @@ def draw_transformer() -> plt.Figure:
     Left the encoder (self-attention with the source padding mask, FFN), right
     the decoder (self-attention with causal + padding masks, cross-attention
     whose K and V come from the encoder output, FFN); residual paths in green,
-    masks in red.
+    masks in red. No text is under 10 pt, and the drawing is about 1,000 px wide
+    at 110 dpi, so that the site's 688 px column shows its text at 10 px or more.
     """
-    fig, ax = canvas(11.5, 9.2, xlim=(-3.6, 9.0), ylim=(-1.4, 9.0))
-    ex, dx = 1.5, 5.6
+    fig, ax = canvas(11.5, 9.2, xlim=(-1.9, 9.4), ylim=(-1.45, 9.0))
+    ex, dx = 1.5, 5.75
     # encoder
-    e_in = box(ax, ex, -0.9, "上の句（原文）のトークン列", w=2.9, h=0.42, color="input", fontsize=9)
-    e_emb = box(ax, ex, 0.0, "埋め込み×$\\sqrt{d_\\mathrm{model}}$ ＋ 位置符号化", w=3.1, h=0.45, color="input", fontsize=8.5)
+    e_in = box(ax, ex, -0.9, "上の句（原文）のトークン列", w=3.2, h=0.42, color="input", fontsize=10)
+    e_emb = box(ax, ex, 0.0, "埋め込み×$\\sqrt{d_\\mathrm{model}}$ ＋ 位置符号化", w=3.7, h=0.45, color="input", fontsize=10)
     arrow(ax, e_in, e_emb)
     ax.add_patch(plt.Rectangle((ex - 2.0, 0.55), 4.0, 3.75, fc="none", ec="#888888", lw=1.0, ls="--"))
     ax.text(ex - 2.1, 4.15, "×N", ha="right", fontsize=11)
-    top = _sublayer(ax, ex, 1.1, "多頭自己注意 (Q=K=V=x)", side=-1.6)
-    ax.text(ex - 2.15, 1.1, "パディング\nマスク", color=_MASK, fontsize=8.5, ha="right", va="center")  # outside the ×N box, as in the decoder
+    top = _sublayer(ax, ex, 1.1, "多頭自己注意 (Q=K=V=x)", side=-1.65)
+    ax.text(ex - 2.12, 1.1, "パディング\nマスク", color=_MASK, fontsize=10, ha="right", va="center")  # outside the ×N box, as in the decoder
     arrow(ax, e_emb, (ex, 0.85))
-    top2 = _sublayer(ax, ex, top + 0.8, "FFN（位置ごと）", side=-1.7)
+    top2 = _sublayer(ax, ex, top + 0.8, "FFN（位置ごと）", side=-1.75)
     arrow(ax, (ex, top + 0.2), (ex, top + 0.55))
-    enc_out = box(ax, ex, 5.4, "エンコーダの出力（メモリ）", w=2.8, h=0.45, color="state", fontsize=9)
+    enc_out = box(ax, ex, 5.4, "エンコーダの出力（メモリ）", w=3.1, h=0.45, color="state", fontsize=10)
     arrow(ax, (ex, top2 + 0.2), enc_out)
     # decoder
-    d_in = box(ax, dx, -0.9, "<bos> ＋ 下の句を右へ 1 つずらした列", w=3.2, h=0.42, color="input", fontsize=8.5)
-    d_emb = box(ax, dx, 0.0, "埋め込み×$\\sqrt{d_\\mathrm{model}}$ ＋ 位置符号化", w=3.1, h=0.45, color="input", fontsize=8.5)
+    d_in = box(ax, dx, -0.9, "<bos> ＋ 下の句を右へ 1 つずらした列", w=3.75, h=0.42, color="input", fontsize=10)
+    d_emb = box(ax, dx, 0.0, "埋め込み×$\\sqrt{d_\\mathrm{model}}$ ＋ 位置符号化", w=3.7, h=0.45, color="input", fontsize=10)
     arrow(ax, d_in, d_emb)
-    ax.add_patch(plt.Rectangle((dx - 2.0, 0.55), 4.0, 5.95, fc="none", ec="#888888", lw=1.0, ls="--"))
-    ax.text(dx + 2.1, 6.35, "×N", ha="left", fontsize=11)
-    t1 = _sublayer(ax, dx, 1.1, "多頭自己注意 (Q=K=V=y)", side=1.7, mask="")
-    ax.text(dx + 2.45, 1.1, "因果マスク\n＋パディング\nマスク", color=_MASK, fontsize=8.5, ha="left", va="center")
+    ax.add_patch(plt.Rectangle((dx - 2.15, 0.55), 4.3, 5.95, fc="none", ec="#888888", lw=1.0, ls="--"))
+    ax.text(dx + 2.25, 6.35, "×N", ha="left", fontsize=11)
+    t1 = _sublayer(ax, dx, 1.1, "多頭自己注意 (Q=K=V=y)", side=2.0, mask="")
+    ax.text(dx + 2.3, 1.1, "因果マスク\n＋パディング\nマスク", color=_MASK, fontsize=10, ha="left", va="center")
     arrow(ax, d_emb, (dx, 0.85))
-    t2 = _sublayer(ax, dx, t1 + 0.8, "交差注意 (Q=デコーダ, K=V=メモリ)", side=1.7, w=3.3)
-    ax.text(dx + 2.45, t1 + 0.8, "原文の\nパディングマスク", color=_MASK, fontsize=8.5, ha="left", va="center")
+    t2 = _sublayer(ax, dx, t1 + 0.8, "交差注意 (Q=デコーダ, K=V=メモリ)", side=2.0, w=3.75)
+    ax.text(dx + 2.3, t1 + 0.8, "原文の\nパディング\nマスク", color=_MASK, fontsize=10, ha="left", va="center")
     arrow(ax, (dx, t1 + 0.2), (dx, t1 + 0.55))
-    arrow(ax, enc_out, (dx - 1.68, t1 + 0.8), color="#4c72b0", lw=1.8, text="K, V", text_offset=(0.0, 0.25), fontsize=9)
-    t3 = _sublayer(ax, dx, t2 + 0.8, "FFN（位置ごと）", side=1.7)
+    arrow(ax, enc_out, (dx - 3.75 / 2 - 0.03, t1 + 0.8), color="#4c72b0", lw=1.8, text="K, V", text_offset=(0.0, 0.25), fontsize=10)
+    t3 = _sublayer(ax, dx, t2 + 0.8, "FFN（位置ごと）", side=2.0)
     arrow(ax, (dx, t2 + 0.2), (dx, t2 + 0.55))
-    gen = box(ax, dx, 7.35, "線形層 → softmax：次のトークンの確率", w=3.7, h=0.45, color="output", fontsize=9)
+    gen = box(ax, dx, 7.35, "線形層 → softmax：次のトークンの確率", w=4.1, h=0.45, color="output", fontsize=10)
     arrow(ax, (dx, t3 + 0.2), gen)
-    out = box(ax, dx, 8.2, "下の句＋<eos>（1 つ先のトークン）", w=3.5, h=0.42, color="output", fontsize=9)
+    out = box(ax, dx, 8.2, "下の句＋<eos>（1 つ先のトークン）", w=3.9, h=0.42, color="output", fontsize=10)
     arrow(ax, gen, out)
     ax.text(ex, 6.2, "エンコーダ", ha="center", fontsize=12)
     ax.text(dx, 8.75, "デコーダ", ha="center", fontsize=12)
-    ax.plot([6.9, 7.3], [-1.25, -1.25], color=_RES, lw=1.4)
-    ax.text(7.35, -1.25, "残差結合", color=_RES, fontsize=8.5, va="center")
-    ax.text(4.6, -1.25, "赤：マスク", color=_MASK, fontsize=8.5, va="center")
-    ax.set_title("Transformer のエンコーダ・デコーダ（post-LN：LayerNorm(x + Sublayer(x))）", fontsize=11.5)
+    ax.plot([7.85, 8.25], [-0.9, -0.9], color=_RES, lw=1.4)
+    ax.text(8.3, -0.9, "残差結合", color=_RES, fontsize=10, va="center")
+    ax.text(7.85, -1.3, "赤：マスク", color=_MASK, fontsize=10, va="center")
+    ax.set_title("Transformer のエンコーダ・デコーダ（post-LN：LayerNorm(x + Sublayer(x))）", fontsize=12)
     return fig
 
 

@@ -92,8 +92,8 @@ def draw_bert_input(tokens: Sequence[str] = EXAMPLE_TOKENS, segments: Sequence[i
     for i, (x, t, s) in enumerate(zip(xs, tokens, segments)):
         special = _SPECIAL.get(t)
         _box(ax, x, rows["入力"], w, h, t, color="white", edge=special or "#555555", lw=1.8 if special else 1.0,
-             textcolor=special or "black", fontsize=8.5)
-        _box(ax, x, rows["トークン"], w, h, _emb_label(t), color=_TOKEN, fontsize=8)
+             textcolor=special or "black", fontsize=9)
+        _box(ax, x, rows["トークン"], w, h, _emb_label(t), color=_TOKEN, fontsize=9)
         _box(ax, x, rows["セグメント"], w, h, "$E_A$" if s == 0 else "$E_B$", color=_SEG[s], fontsize=9)
         _box(ax, x, rows["位置"], w, h, f"$E_{{{i}}}$", color=_POS, fontsize=9)
         for y1, y2 in ((rows["入力"], rows["トークン"]), (rows["トークン"], rows["セグメント"]), (rows["セグメント"], rows["位置"])):
@@ -147,7 +147,7 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
     xs = [1.0 + i for i in range(n)]
     for x, t in zip(xs, tokens):
         special = _SPECIAL.get(t)
-        _box(ax, x, 0.6, w, h, t, edge=special or "#555555", lw=1.8 if special else 1.0, textcolor=special or "black", fontsize=8)
+        _box(ax, x, 0.6, w, h, t, edge=special or "#555555", lw=1.8 if special else 1.0, textcolor=special or "black", fontsize=9)
         _arrow(ax, (x, 0.87), (x, 1.35))
     left, right = xs[0] - w / 2, xs[-1] + w / 2
     _box(ax, (left + right) / 2, 2.0, right - left, 1.2, "Transformer のエンコーダ（BERT-base で 12 層、双方向の自己注意）", color=_ENC, fontsize=10)
@@ -155,18 +155,18 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
     for x, o in zip(xs, outs):
         _arrow(ax, (x, 2.62), (x, 3.05))
         _box(ax, x, 3.3, w, h, o, color="#ffffff", fontsize=9)
-    _box(ax, xs[0], 4.65, 1.5, 1.0, "NSP ヘッド\nプーラーと線形層\n→ 2 値", color=_HEAD, fontsize=8.5)
+    _box(ax, xs[0], 4.65, 1.75, 1.0, "NSP ヘッド\nプーラーと線形層\n→ 2 値", color=_HEAD, fontsize=9)
     _arrow(ax, (xs[0], 3.57), (xs[0], 4.13))
-    ax.text(xs[0], 5.3, "IsNext / NotNext", ha="center", fontsize=8.5)
+    ax.text(xs[0], 5.3, "IsNext / NotNext", ha="center", fontsize=9)
     masked = [x for x, t in zip(xs, tokens) if t == "[MASK]"]
     for x in masked:
-        _box(ax, x, 4.65, 1.9, 1.0, "MLM ヘッド\n語彙全体の softmax", color=_HEAD, fontsize=8.5)
+        _box(ax, x, 4.65, 1.9, 1.0, "MLM ヘッド\n語彙全体の softmax", color=_HEAD, fontsize=9)
         _arrow(ax, (x, 3.57), (x, 4.13))
-        ax.text(x, 5.3, "元の語を当てる", ha="center", fontsize=8.5)
-    ax.text((left + right) / 2, 5.75, "MLM ヘッドの出力層の重みは、トークンの埋め込み表と共有（転置して使う）", ha="center", fontsize=8.5,
+        ax.text(x, 5.3, "元の語を当てる", ha="center", fontsize=9)
+    ax.text((left + right) / 2, 5.75, "MLM ヘッドの出力層の重みは、トークンの埋め込み表と共有（転置して使う）", ha="center", fontsize=9,
             color="#555555")
     ax.text((left + right) / 2, 6.15, "MLM ヘッドは選ばれた全ての位置（[MASK]・ランダムな語・そのまま）に付く。図は [MASK] の位置だけを描いた",
-            ha="center", fontsize=8.5, color="#555555")
+            ha="center", fontsize=9, color="#555555")
     ax.set(xlim=(0.2, xs[-1] + 0.8), ylim=(0.1, 6.6), title="事前学習：二つのヘッド")
     ax.axis("off")
 
@@ -186,8 +186,8 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
             label = "$C$" if j == 0 else f"$T_{{{j}}}$"
             on = j in used
             _box(ax, x, y, 0.5, 0.42, label, color=_HEAD if on else "white", edge="#555555" if on else "#bbbbbb",
-                 textcolor="black" if on else "#999999", fontsize=8.5)
-        ax.text(2.9 + 0.62 * m + 0.05, y, head, ha="left", va="center", fontsize=8.5)
+                 textcolor="black" if on else "#999999", fontsize=9)
+        ax.text(2.9 + 0.62 * m + 0.05, y, head, ha="left", va="center", fontsize=9)
     ax.set(xlim=(0, 9.8), ylim=(0.4, 5.8), title="ファインチューニング：ヘッドの置き場所は課題で決まる")
     ax.axis("off")
     fig.tight_layout()
