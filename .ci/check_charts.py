@@ -101,7 +101,7 @@ def expected_text(spec: dict, state: dict) -> str | list[str]:
     meta = spec.get("usermeta", {}).get("mixbook", {})
     if kind == "softmax_scale":
         s = course_charts.softmax_scale_state(spec, d_k=int(state["dk"]))
-        want = [f"d_k = {int(state['dk'])}：この例の最大の重みは、割らないと {s['max_raw']:.2f}、√d_k で割ると {s['max_scaled']:.2f}"]
+        want = [f"dₖ = {int(state['dk'])}：この例の最大の重みは、割らないと {s['max_raw']:.2f}、√dₖ で割ると {s['max_scaled']:.2f}"]
         if s["mean_max"] is not None:
             want.append(f"（{meta['n_mean']} 例の平均では {s['mean_max'][0]:.2f} と {s['mean_max'][1]:.2f}。一つの例は平均からずれる）")
         return want

@@ -12,7 +12,9 @@ checks, with DOM queries on the page as the reader's browser built it:
   an ``id`` that page has; every ``<img>`` loaded and decoded (natural width > 0);
 * every math node (``.math``) was typeset by the book's own MathJax (holds an
   ``mjx-container``);
-* every table cell has padding, and a cell holding a single number is right-aligned;
+* every table cell has padding, and a cell holding a single number is right-aligned; no header row of pandas'
+  index names that mixbook_tables.js could fold into the corner above it; no index written as code
+  (``d_k``, ``ψ_qkv``) in a table: the script sets it as a subscript;
 * no typeset equation shows a literal backslash (``\\text{keep\\_attn}`` in MathJax does);
 * no table, display equation or printed output is wider than the text column (nothing scrolls sideways;
   code, in a code cell or shown as an output, keeps its lines and may scroll);
@@ -75,6 +77,20 @@ PAGE_FACTS = """() => {
     leftNumbers: q('article.bd-article table td').filter(c =>
       /^[-+\u2212]?\d[\d,]*(\.\d+)?([eE][-+\u2212]?\d+)?%?$/.test(c.textContent.trim())
       && !['right', 'end'].includes(getComputedStyle(c).textAlign)).map(c => c.textContent.trim()),
+    // pandas' row of index names under the headings ("層 | | |"), where mixbook_tables.js could have folded it into the corner
+    indexRows: q('article.bd-article div.cell_output table thead').filter(h => {
+      if (h.rows.length < 2) return false;
+      const cells = Array.from(h.rows[h.rows.length - 1].cells), above = Array.from(h.rows[h.rows.length - 2].cells);
+      const k = cells.findIndex(c => c.textContent.trim() === '');
+      return k > 0 && cells.slice(k).every(c => c.textContent.trim() === '')
+        && above.slice(0, k).length === k && above.slice(0, k).every(c => c.colSpan === 1 && c.rowSpan === 1)
+        && (k === 1 || above.slice(0, k).every(c => c.textContent.trim() === ''));
+    }).map(h => h.rows[h.rows.length - 1].textContent.trim().slice(0, 40)),
+    // an index written as code writes it (d_k, ψ_qkv) left in a table or a printed sentence (mixbook_tables.js sets it as a subscript)
+    underscores: q('article.bd-article div.cell_output table, article.bd-article div.cell_output div.output.stream pre, '
+                   + 'article.bd-article span.pasted-text').map(t => t.textContent)
+      .flatMap(s => s.match(/(^|[^A-Za-z0-9_\u0370-\u03ff])[A-Za-z\u0370-\u03ff]{1,2}_[A-Za-z0-9]{1,5}(?![A-Za-z0-9_])/g) || [])
+      .map(s => s.replace(/^[^A-Za-z\u0370-\u03ff]/, '')).filter(s => !/^[A-Z]{2}_[A-Z]{2,}$/.test(s)),
     // nothing wider than the text column: a table, a display equation or a printed output that scrolls sideways
     // (at the 1280 px window the screenshots use; a table's room is its output area, which scrolls what is wider)
     wideTables: q('article.bd-article table').filter(t => t.getBoundingClientRect().width
@@ -168,6 +184,12 @@ def check(site: Path, base: str, page: Path, facts: dict, ids: dict[Path, set[st
         problems.append(f"{facts['cramped']} of {facts['cells']} table cell(s) with less than 4 px padding on a side (numbers run together)")
     if facts["leftNumbers"]:
         problems.append(f"{len(facts['leftNumbers'])} numeric table cell(s) not right-aligned, e.g. {facts['leftNumbers'][:3]}")
+    if facts["indexRows"]:
+        problems.append(f"{len(facts['indexRows'])} table(s) with a header row holding only the index's name "
+                        f"(mixbook_tables.js folds it into the corner), e.g. {facts['indexRows'][:3]}")
+    if facts["underscores"]:
+        problems.append(f"{len(facts['underscores'])} index(es) written as code in a table or printed sentence (mixbook_tables.js sets them as "
+                        f"subscripts), e.g. {facts['underscores'][:3]}")
     for key, what in (("wideTables", "table"), ("wideMath", "display equation"), ("widePre", "printed output")):
         if facts[key]:
             problems.append(f"{len(facts[key])} {what}(s) wider than the text column (they scroll sideways), e.g. {facts[key][:2]}")

@@ -349,7 +349,7 @@ def softmax_scale_chart(scores: Mapping[int, Sequence[float]], *, d_k: int | Non
     rows = [{"d": d, "key": j, "s": s} for d in dks for j, s in enumerate(_round(scores[d], 5))]
     if mean_max is not None:
         rows += [{"d": d, "key": -1, "m0": round(float(mean_max[d][0]), 4), "m1": round(float(mean_max[d][1]), 4)} for d in dks]
-    param = alt.param(name="dk", value=d_k, bind=alt.binding_select(options=dks, name="d_k "))
+    param = alt.param(name="dk", value=d_k, bind=alt.binding_select(options=dks, name="dₖ "))
     base = (alt.Chart().transform_filter("datum.d == dk && datum.key >= 0")
             .transform_calculate(z1="datum.s / sqrt(datum.d)")
             .transform_joinaggregate(m0="max(s)", m1="max(z1)")
@@ -358,15 +358,15 @@ def softmax_scale_chart(scores: Mapping[int, Sequence[float]], *, d_k: int | Non
             .transform_calculate(p0="datum.e0 / datum.S0", p1="datum.e1 / datum.S1"))
     uniform = alt.Chart().mark_rule(color="#888888", strokeDash=[2, 2]).encode(y=alt.datum(1 / min(n_keys)))
     panels = []
-    for field, name in (("p0", "割らない"), ("p1", "√d_k で割る")):
+    for field, name in (("p0", "割らない"), ("p1", "√dₖ で割る")):
         bars = base.mark_bar(color="#4c72b0").encode(
             x=alt.X("key:O", title="キー", axis=alt.Axis(labelAngle=0)),
             y=alt.Y(f"{field}:Q", title="softmax の重み", scale=alt.Scale(domain=[0, 1.05])),
             tooltip=[alt.Tooltip("key:O", title="キー"), alt.Tooltip(f"{field}:Q", title="重み", format=".3f")])
         panels.append(alt.layer(bars, uniform).properties(width=width, height=150, title=alt.Title(name, fontSize=12)))
     lines = [_state_line(base.transform_aggregate(P0="max(p0)", P1="max(p1)"),
-                         "'d_k = ' + dk + '：この例の最大の重みは、割らないと ' + format(datum.P0, '.2f')"
-                         " + '、√d_k で割ると ' + format(datum.P1, '.2f')")]
+                         "'dₖ = ' + dk + '：この例の最大の重みは、割らないと ' + format(datum.P0, '.2f')"
+                         " + '、√dₖ で割ると ' + format(datum.P1, '.2f')")]
     if mean_max is not None:
         lines.append(_state_line(alt.Chart().transform_filter("datum.d == dk && datum.key < 0"),
                                  f"'（{n_mean} 例の平均では ' + format(datum.m0, '.2f') + ' と ' + format(datum.m1, '.2f')"
