@@ -811,13 +811,25 @@ def _folder_stamp(name: str) -> tuple:
     return tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in path.iterdir() if f.is_file()))
 
 
+#: The one line :func:`load_encoder` prints when it falls back to the packaged model, by ``lang``.
+FALLBACK_NOTICE = {
+    "en": ("[mixlib] {name} is not available ({reason}; not in the local cache): using the packaged {packaged} instead. "
+           "Choose a model with MIXLIB_MODEL=<name>, --model <name> (command line) or load_encoder(<name>); "
+           "fallback=False (--no-fallback) stops instead; `hf download {name}` where there is network puts it in the cache."),
+    "ja": ("[mixlib] {name} が使えない（{reason}。ローカルのキャッシュにもない）ので、代わりに同梱の {packaged} を使う。"
+           "モデルは MIXLIB_MODEL=<名前>、コマンドラインの --model <名前>、load_encoder(<名前>) で選べる。"
+           "fallback=False（--no-fallback）なら、代わりに止まる。ネットワークのある所で `hf download {name}` を実行すると、キャッシュに入る。"),
+}
+
+
 @functools.lru_cache(maxsize=4)
-def _load_cached(name: str, fallback: bool, device: str, stamp: tuple) -> Encoder:
+def _load_cached(name: str, fallback: bool, device: str, stamp: tuple, lang: str = "en") -> Encoder:
     """The loaded encoder, kept unchanged: :func:`load_encoder` hands out copies of its model."""
-    return _load(name, fallback=fallback, device=torch.device(device))
+    return _load(name, fallback=fallback, device=torch.device(device), lang=lang)
 
 
-def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True, device: str | torch.device = "auto") -> Encoder:
+def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True, device: str | torch.device = "auto",
+                 lang: str = "en") -> Encoder:
     """Load a BERT-family encoder for the analyses, falling back offline.
 
     Parameters
@@ -833,6 +845,8 @@ def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True
     device : {"auto", "cpu", "cuda", ...}, default "auto"
         ``"auto"`` picks CUDA when available. Analyses run there and return
         their results on the CPU.
+    lang : {"en", "ja"}, default "en"
+        The language of the fallback's one line (the book's chapters pass ``"ja"``).
 
     Returns
     -------
@@ -860,12 +874,14 @@ def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True
     name = os.fspath(name)
     if not name:
         raise ValueError("name is empty; give a hub id such as 'bert-base-uncased', a local directory, or 'all-MiniLM-L6-v2'.")
+    if lang not in FALLBACK_NOTICE:
+        raise ValueError(f"lang must be one of {sorted(FALLBACK_NOTICE)}; got {lang!r}.")
     dev = resolve_device(device)
-    kept = _load_cached(name, bool(fallback), str(dev), _folder_stamp(name))
+    kept = _load_cached(name, bool(fallback), str(dev), _folder_stamp(name), lang)
     return dataclasses.replace(kept, model=copy.deepcopy(kept.model))
 
 
-def _load(name: str, *, fallback: bool, device: torch.device) -> Encoder:
+def _load(name: str, *, fallback: bool, device: torch.device, lang: str = "en") -> Encoder:
     if name in PACKAGED_NAMES:
         return _load_packaged(name, device)
 
@@ -933,15 +949,11 @@ def _load(name: str, *, fallback: bool, device: torch.device) -> Encoder:
             f"Cannot load {name!r}: it is not in the local Hugging Face cache and {reason}, and it looks like a typo "
             f"of {' or '.join(repr(n) for n in near)}. {_choices()}"
         ) from cache_error
-    how = (
-        f"Choose a model with MIXLIB_MODEL=<name>, --model <name> (command line) or load_encoder(<name>); "
-        f"fallback=False (--no-fallback) stops instead; `hf download {name}` where there is network puts it in the cache."
-    )
     if not fallback:
         raise OSError(
             f"Cannot load {name!r}: it is not in the local Hugging Face cache and {reason}. Connect to the network, "
             f"or download it where there is network with `hf download {name}` (then copy the cache), or use the "
             f"packaged model with load_encoder('{PACKAGED_MODEL}') / fallback=True. {_choices()}"
         ) from cache_error
-    print(f"[mixlib] {name} is not available ({reason}; not in the local cache): using the packaged {PACKAGED_MODEL} instead. {how}")
+    print(FALLBACK_NOTICE[lang].format(name=name, reason=reason, packaged=PACKAGED_MODEL))
     return _load_packaged(name, device)

@@ -541,6 +541,29 @@ def test_fallback_without_network_is_quick_and_says_so(how, tmp_path):
             server.close()
 
 
+def test_fallback_notice_in_japanese_for_the_chapters(tmp_path):
+    """lang="ja" (what the chapters pass): the same one line, in Japanese, with the same hints."""
+    code = """
+        import mixlib
+        enc = mixlib.load_encoder("bert-base-uncased", device="cpu", lang="ja")
+        print("SOURCE", enc.source, enc.name)
+        try:
+            mixlib.load_encoder("all-MiniLM-L6-v2", lang="fr")
+        except ValueError as e:
+            print("VALUEERROR", e)
+    """
+    proc, _ = _run(code, env_extra={"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}, drop=OFFLINE_ENV_DROP)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SOURCE packaged all-MiniLM-L6-v2" in proc.stdout
+    notices = [line for line in proc.stdout.splitlines() if line.startswith("[mixlib]")]
+    assert len(notices) == 1, proc.stdout
+    assert "bert-base-uncased が使えない" in notices[0] and f"同梱の {PACKAGED_MODEL} を使う" in notices[0]
+    for hint in ("MIXLIB_MODEL", "--model", "fallback=False", "`hf download bert-base-uncased`"):
+        assert hint in notices[0], (hint, notices[0])
+    assert "is not available" not in notices[0]  # not the English line
+    assert "VALUEERROR lang must be one of ['en', 'ja']; got 'fr'." in proc.stdout
+
+
 HUB_LOAD = """
     import mixlib
     from mixlib import models

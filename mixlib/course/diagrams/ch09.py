@@ -61,7 +61,7 @@ def draw_bi_vs_cross(sentence_a: str = "A cat sleeps on a laptop.", sentence_b: 
     _arrow(ax, (2.05, 4.5), (2.7, 5.05))
     _arrow(ax, (3.95, 4.5), (3.3, 5.05))
     _box(ax, 3.0, 5.3, 2.3, 0.5, "$\\cos(u, v)$", color=_HEAD, fontsize=10)
-    ax.text(3.0, -0.05, "文ごとに 1 回ずつ通す：$n$ 文の全組の比較はエンコーダ $n$ 回 + 内積", ha="center", fontsize=8.5, color="#444444")
+    ax.text(3.0, -0.05, "文ごとに 1 回ずつ通す：$M$ 文の全組の比較はエンコーダ $M$ 回 + 内積", ha="center", fontsize=8.5, color="#444444")
     ax.set(xlim=(0, 6), ylim=(-0.35, 5.9), title="バイエンコーダ（シャム構成）")
     ax.axis("off")
 
@@ -73,7 +73,7 @@ def draw_bi_vs_cross(sentence_a: str = "A cat sleeps on a laptop.", sentence_b: 
     _box(ax, 1.2, 4.0, 0.8, 0.5, "$C$", fontsize=10)
     _arrow(ax, (1.2, 4.27), (1.2, 4.8))
     _box(ax, 2.4, 5.05, 3.2, 0.5, "線形層 → 類似度や含意のスコア", color=_HEAD, fontsize=9)
-    ax.text(3.0, -0.05, "組ごとに 1 回通す：$n$ 文の全組の比較はエンコーダ $n(n-1)/2$ 回", ha="center", fontsize=8.5, color="#444444")
+    ax.text(3.0, -0.05, "組ごとに 1 回通す：$M$ 文の全組の比較はエンコーダ $M(M-1)/2$ 回", ha="center", fontsize=8.5, color="#444444")
     ax.set(xlim=(0, 6), ylim=(-0.35, 5.9), title="クロスエンコーダ")
     ax.axis("off")
     fig.tight_layout()
