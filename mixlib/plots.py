@@ -201,8 +201,8 @@ def _break_after(text: str, i: int) -> bool:
 
 def wrap_to_width(text: str, width_px: float, *, fontsize: float, renderer: Any = None) -> str:
     """Break ``text`` into lines no wider than ``width_px`` (display px of the figure at ``fontsize`` pt),
-    measured with matplotlib's own text layout; Japanese may break between any two characters, Latin words
-    stay whole. Existing line breaks are kept. A single word wider than the width stays on its line.
+    measured with matplotlib's own text layout; Japanese may break between any two characters (a line ends
+    at a space or punctuation when one is in its last 30 %), Latin words stay whole. Existing line breaks are kept. A single word wider than the width stays on its line.
     """
     from matplotlib.font_manager import FontProperties
 
@@ -218,12 +218,16 @@ def wrap_to_width(text: str, width_px: float, *, fontsize: float, renderer: Any 
     lines = []
     for para in text.split("\n"):
         while para and width(para) > width_px:
-            cut = 0
+            cut = good = 0
             for i in range(len(para)):
                 if _break_after(para, i):
                     if width(para[: i + 1].rstrip()) > width_px:
                         break
                     cut = i + 1
+                    if para[i].isspace() or para[i] in "、。，）」』］】" or (i + 1 < len(para) and para[i + 1] in "（「『［【"):
+                        good = i + 1
+            if good and width(para[:good]) >= 0.7 * width_px:  # a line ends at a space or punctuation where it can
+                cut = good
             if cut == 0:  # one unbreakable piece wider than the line: keep it whole
                 cut = next((i + 1 for i in range(len(para)) if _break_after(para, i)), len(para))
             lines.append(para[:cut].rstrip())
