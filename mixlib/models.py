@@ -816,9 +816,10 @@ FALLBACK_NOTICE = {
     "en": ("[mixlib] {name} is not available ({reason}; not in the local cache): using the packaged {packaged} instead. "
            "Choose a model with MIXLIB_MODEL=<name>, --model <name> (command line) or load_encoder(<name>); "
            "fallback=False (--no-fallback) stops instead; `hf download {name}` where there is network puts it in the cache."),
-    "ja": ("[mixlib] {name} が使えない（{reason}。ローカルのキャッシュにもない）ので、代わりに同梱の {packaged} を使う。"
+    "ja": ("[mixlib] {name} を読み込めない（ローカルのキャッシュになく、ダウンロードもできない）ので、代わりに同梱の {packaged} を使う。"
            "モデルは MIXLIB_MODEL=<名前>、コマンドラインの --model <名前>、load_encoder(<名前>) で選べる。"
-           "fallback=False（--no-fallback）なら、代わりに止まる。ネットワークのある所で `hf download {name}` を実行すると、キャッシュに入る。"),
+           "fallback=False（--no-fallback）なら、代わりに止まる。ネットワークのある所で「hf download {name}」を実行すると、"
+           "キャッシュに入る。理由：{reason}"),
 }
 
 

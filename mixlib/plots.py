@@ -161,13 +161,14 @@ def model_label(enc_or_name: Any) -> str:
     return describe() if callable(describe) else str(enc_or_name)
 
 
-def caption(fig: plt.Figure | None, enc_or_name: Any, note: str = "") -> plt.Figure:
+def caption(fig: plt.Figure | None, enc_or_name: Any, note: str = "", *, label: str = "モデル") -> plt.Figure:
     """Write ``モデル: <describe()>`` (and an optional note) under the figure.
 
+    ``label="出典"`` for a figure drawn from a paper's numbers rather than from a model.
     Returns the figure so it can be the last expression of a cell.
     """
     fig = fig if fig is not None else plt.gcf()
-    text = f"モデル: {model_label(enc_or_name)}"
+    text = f"{label}: {model_label(enc_or_name)}"
     if note:
         text += f"　{note}"
     # below everything the axes draw (tick labels and x labels may reach under the figure's

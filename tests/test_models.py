@@ -557,8 +557,9 @@ def test_fallback_notice_in_japanese_for_the_chapters(tmp_path):
     assert "SOURCE packaged all-MiniLM-L6-v2" in proc.stdout
     notices = [line for line in proc.stdout.splitlines() if line.startswith("[mixlib]")]
     assert len(notices) == 1, proc.stdout
-    assert "bert-base-uncased が使えない" in notices[0] and f"同梱の {PACKAGED_MODEL} を使う" in notices[0]
-    for hint in ("MIXLIB_MODEL", "--model", "fallback=False", "`hf download bert-base-uncased`"):
+    assert "bert-base-uncased を読み込めない" in notices[0] and f"同梱の {PACKAGED_MODEL} を使う" in notices[0]
+    assert "理由：" in notices[0] and "`" not in notices[0]  # the technical reason last; no markdown quotes
+    for hint in ("MIXLIB_MODEL", "--model", "fallback=False", "「hf download bert-base-uncased」"):
         assert hint in notices[0], (hint, notices[0])
     assert "is not available" not in notices[0]  # not the English line
     assert "VALUEERROR lang must be one of ['en', 'ja']; got 'fr'." in proc.stdout

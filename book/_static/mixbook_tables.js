@@ -8,7 +8,8 @@
 // move up into the corner cells above them and the near-empty row goes (where the corner already names the
 // columns, it shows both: "カテゴリ →" over "層 ↓"). A symbol with an index written the way code writes it
 // (d_k, ψ_qkv, ‖x_j‖, b_V W_O in a table's heading or cell, where DataFrame labels are plain text, or in a printed
-// sentence or text glued into the prose) is set with a subscript.
+// sentence or text glued into the prose) is set with a subscript. Headings and cells break between phrases
+// (mixbook.css) where the table still fits its output area, anywhere where it would not (class mixbook-tight).
 (function () {
   "use strict";
   var NUMERIC = /^[\s\d.,%+\-\u2212\u00b1/()\u00d7~\u301c\u2026eE]*\d[\s\d.,%+\-\u2212\u00b1/()\u00d7~\u301c\u2026eE]*$/;
@@ -99,6 +100,19 @@
       });
     });
   }
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", mark);
-  else mark();
+  // phrase breaks (mixbook.css) only where the table still fits its output area; otherwise break anywhere
+  function fit() {
+    document.querySelectorAll("article.bd-article div.cell_output table").forEach(function (table) {
+      var area = table.closest("div.output, div.cell_output");
+      table.classList.remove("mixbook-tight");
+      if (area && table.getBoundingClientRect().width > area.clientWidth + 1) table.classList.add("mixbook-tight");
+    });
+  }
+  function start() {
+    mark();
+    fit();
+    window.addEventListener("resize", fit);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();
