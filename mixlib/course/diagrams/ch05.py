@@ -68,7 +68,8 @@ def draw_attention(source: str, output: Sequence[str], weights: np.ndarray, *, s
         ax.add_patch(FancyArrowPatch((xs[s], 1.0), (cx, cy - 0.3), arrowstyle="-|>", mutation_scale=8,
                                      color="#8a2f86", lw=0.4 + 6 * a, alpha=0.15 + 0.85 * a, shrinkA=1, shrinkB=2))
         if S <= 16:
-            ax.text(xs[s], 1.12, f"{a:.2f}", ha="center", va="bottom", fontsize=9.5, color="#8a2f86")
+            ax.text(xs[s], 1.12, f"{a:.2f}", ha="center", va="bottom", fontsize=9.5, color="#8a2f86", zorder=5,
+                    bbox=dict(fc="white", ec="none", pad=0.6, alpha=0.9))  # readable over its own (thick) arrow
     sp = box(ax, span + 1.6, 0.7, "$\\mathbf{s}_{t-1}$", w=1.0, h=0.55, color="state")
     ax.text(cx, 3.3, "スコア $e_{t,s}=\\mathbf{v}^\\top\\tanh(W\\mathbf{s}_{t-1}+U\\mathbf{h}_s)$ → softmax で重み $a_{t,s}$",
             ha="center", va="bottom", fontsize=9.5)
