@@ -784,7 +784,8 @@ def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None 
         raise ValueError(f"cs must have shape (L, H, K); got {cs.shape}.")
     L, H, K = cs.shape
     layers = list(range(L)) if layers is None else list(layers)
-    ncols = ncols or (2 if L <= 6 else 3)  # at most ~10 in wide: the labels stay readable at the column width
+    ncols = ncols or (2 if L <= 6 else 3)
+    panel_w = 3.4 if ncols <= 2 else 2.4  # at most ~7.5 in of panels: shrunk to the column, the text stays >= 10 px
     band = None
     if null is not None:
         low, high = (null.null_low, null.null_high) if hasattr(null, "null_low") else null
@@ -793,7 +794,7 @@ def plot_psi_curves(cs: Any, enc: Any, *, layers: Any = None, ncols: int | None 
             raise ValueError(f"null must match cs in shape {cs.shape}; got {low.shape} and {high.shape}.")
         band = (low.min(axis=1), high.max(axis=1))  # (L, K) each
     nrows = -(-L // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.4 * ncols, 2.6 * nrows), sharex=True, sharey=True, squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_w * ncols, 2.6 * nrows), sharex=True, sharey=True, squeeze=False)
     colors = sns.color_palette("husl", H)
     rank = _np.arange(1, K + 1)
     for li in range(nrows * ncols):
