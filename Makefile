@@ -26,7 +26,8 @@ VENDOR_STAMP := $(VENDOR)/.stamp-$(MATHJAX_VERSION)-$(HTML_MANAGER_VERSION)-$(VE
 
 BUILD_LOG := _build/build.log
 # every figure the notebooks render is measured: text under MIN_TEXT_PX px as the site's 688 px column shows it
-# is a warning in the cell's output (mixlib.plots.watch_text_sizes), and the build fails on it
+# is a warning in the cell's output (mixlib.plots.watch_text_sizes), and the build fails on it; both values are
+# mixlib.plots.MIN_TEXT_PX and SMALL_TEXT_WARNING (tests/test_plots.py keeps them equal)
 MIN_TEXT_PX := 10
 SMALL_TEXT := figure text too small on the site
 # pytest workers; 2 = this machine's cores (override: make test PYTEST_WORKERS=0 for no xdist)

@@ -79,6 +79,8 @@ MIN_TEXT_PX = 10.0
 TEXT_CHECK_ENV = "MIXLIB_MIN_TEXT_PX"
 #: The start of the warning :func:`watch_text_sizes` emits (the notebook tests look for it).
 SMALL_TEXT_WARNING = "figure text too small on the site"
+# what the installed check compares with (watch_text_sizes sets it; the wrapper reads it at each render)
+_TEXT_CHECK = {"min_px": MIN_TEXT_PX, "column_px": float(COLUMN_PX)}
 
 
 def _visible_texts(artist: Any):
@@ -152,8 +154,6 @@ def watch_text_sizes(min_px: float = MIN_TEXT_PX, *, column_px: float = COLUMN_P
     FigureCanvasBase.print_figure = print_figure  # type: ignore[method-assign]
 
 
-_TEXT_CHECK = {"min_px": MIN_TEXT_PX, "column_px": float(COLUMN_PX)}
-
 
 def model_label(enc_or_name: Any) -> str:
     """``enc.describe()`` for an Encoder, the string itself otherwise."""
@@ -178,10 +178,15 @@ def caption(fig: plt.Figure | None, enc_or_name: Any, note: str = "", *, label: 
     y = min([0.0, *bottoms]) - 0.01
     # the saved image spans the figure or what sticks out of it (a legend outside the axes), whichever is wider
     image_px = max(fig.bbox.width, fig.get_tightbbox(renderer).width * fig.dpi)
-    size = _caption_pt(fig, image_px)
-    text = wrap_to_width(text, fig.bbox.width * 0.98, fontsize=size, renderer=renderer)
-    fig.text(0.5, y, text, ha="center", va="top", fontsize=size, color="#444444")
+    note_below(fig, text, y=y, fontsize=_caption_pt(fig, image_px))
     return fig
+
+
+def note_below(fig: plt.Figure, text: str, *, y: float = -0.02, fontsize: float = 9.5) -> Any:
+    """Grey text centred under the figure at height ``y`` (figure fraction), wrapped to the figure's width
+    (:func:`wrap_to_width`), so that a long note does not widen the saved image and shrink its labels."""
+    wrapped = wrap_to_width(text, fig.bbox.width * 0.98, fontsize=fontsize, renderer=fig.canvas.get_renderer())
+    return fig.text(0.5, y, wrapped, ha="center", va="top", fontsize=fontsize, color="#444444")
 
 
 def _break_after(text: str, i: int) -> bool:
@@ -202,8 +207,11 @@ def _break_after(text: str, i: int) -> bool:
 
 def wrap_to_width(text: str, width_px: float, *, fontsize: float, renderer: Any = None) -> str:
     """Break ``text`` into lines no wider than ``width_px`` (display px of the figure at ``fontsize`` pt),
-    measured with matplotlib's own text layout; Japanese may break between any two characters (a line ends
-    at a space or punctuation when one is in its last 30 %), Latin words stay whole. Existing line breaks are kept. A single word wider than the width stays on its line.
+    measured with matplotlib's own text layout.
+
+    Japanese may break between any two characters (a line ends at a space or punctuation when one is in
+    its last 30 %); Latin words stay whole. Existing line breaks are kept; a single word wider than the
+    width stays on its line.
     """
     from matplotlib.font_manager import FontProperties
 
@@ -346,7 +354,7 @@ def plain_ticks(axis: Any, *, minor: bool = False) -> None:
 
 
 __all__ += ["JA_LABELS", "ja_labels", "with_intervals", "sci", "plain_ticks"]
-__all__ += ["COLUMN_PX", "MIN_TEXT_PX", "shown_text_sizes", "watch_text_sizes", "wrap_to_width"]
+__all__ += ["COLUMN_PX", "MIN_TEXT_PX", "shown_text_sizes", "watch_text_sizes", "wrap_to_width", "note_below"]
 
 
 # ---------------------------------------------------------------------------

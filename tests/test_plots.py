@@ -521,3 +521,28 @@ def test_wrap_to_width_breaks_japanese_anywhere_and_keeps_latin_words_whole():
     assert any("all-MiniLM-L6-v2" in line for line in lines)  # a Latin word is not cut
     assert plots.wrap_to_width("短い", 300, fontsize=10, renderer=renderer) == "短い"
     assert plots.wrap_to_width("一行目\n二行目", 300, fontsize=10, renderer=renderer) == "一行目\n二行目"
+
+
+def test_make_book_checks_text_with_the_library_s_own_minimum_and_warning():
+    import re
+    from pathlib import Path
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text(encoding="utf-8")
+    assert float(re.search(r"^MIN_TEXT_PX := (\S+)$", makefile, re.M).group(1)) == plots.MIN_TEXT_PX
+    assert re.search(r"^SMALL_TEXT := (.+)$", makefile, re.M).group(1).strip() == plots.SMALL_TEXT_WARNING
+    assert "MIXLIB_MIN_TEXT_PX=$(MIN_TEXT_PX)" in makefile and plots.TEXT_CHECK_ENV == "MIXLIB_MIN_TEXT_PX"
+
+
+def test_note_below_wraps_a_long_note_to_the_figure():
+    import io
+
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3), dpi=110)
+    ax.plot([0, 1], [0, 1])
+    text = plots.note_below(fig, "長い注記。" * 40)
+    assert "\n" in text.get_text() and text.get_text().replace("\n", "") == "長い注記。" * 40
+    buf = io.BytesIO()
+    fig.canvas.print_figure(buf, format="png", dpi=110, bbox_inches="tight")
+    assert plots._png_width(buf.getvalue()) <= 5 * 110  # the note did not widen the image
+    plt.close(fig)

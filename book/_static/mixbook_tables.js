@@ -48,8 +48,8 @@
   }
   // one or two letters (Latin or Greek), "_", a short index; not inside a longer identifier such as token_id
   var SUBSCRIPT = /(^|[^A-Za-z0-9_\u0370-\u03ff])([A-Za-z\u0370-\u03ff]{1,2})_([A-Za-z0-9]{1,5})(?![A-Za-z0-9_])/g;
-  var HAS_SUBSCRIPT = new RegExp(SUBSCRIPT.source);
-  var CONSTANT = /^[A-Z]{2}_[A-Z]{2,}$/;  // no "g": test() keeps no state between nodes
+  var HAS_SUBSCRIPT = new RegExp(SUBSCRIPT.source);  // no "g": test() keeps no state between nodes
+  var CONSTANT = /^[A-Z]{2}_[A-Z]{2,}$/;
   function subscripts(root) {
     var walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT), nodes = [], node;
     while ((node = walker.nextNode())) if (HAS_SUBSCRIPT.test(node.nodeValue)) nodes.push(node);

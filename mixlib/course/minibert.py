@@ -901,8 +901,7 @@ def plot_fill_mask(tables: "dict[str, pd.DataFrame]", text: str, *, note: str = 
     fig.suptitle(f"「{text}」の [MASK] の穴埋め（上位 {max(len(t) for t in tables.values())} 個）", fontsize=11)
     fig.tight_layout()
     if note:
-        from ..plots import wrap_to_width
+        from ..plots import note_below
 
-        fig.text(0.5, -0.02, wrap_to_width(note, fig.bbox.width * 0.98, fontsize=9.5, renderer=fig.canvas.get_renderer()),
-                 ha="center", va="top", fontsize=9.5, color="#444444")
+        note_below(fig, note)
     return fig

@@ -87,9 +87,8 @@ def draw_attention(source: str, output: Sequence[str], weights: np.ndarray, *, s
     ax2.grid(False)
     fig.colorbar(im, ax=ax2, fraction=0.05, pad=0.03)
     if caption:
-        from ...plots import wrap_to_width
+        from ...plots import note_below
 
-        fig.text(0.5, -0.02, wrap_to_width(caption, fig.bbox.width * 0.98, fontsize=9.5, renderer=fig.canvas.get_renderer()),
-                 ha="center", va="top", fontsize=9.5, color="#444444")
+        note_below(fig, caption)
     return fig
 
