@@ -10,6 +10,8 @@ that holds a chart of :mod:`mixlib.interactive` (``div.mixbook-vega``). On each 
 * every bound control (dropdown, slider, checkbox) is moved to another value, and
   the chart's parameter follows it;
 * no state draws the chart wider than the text column, or cuts off a mark outside its view;
+* no state draws visible text smaller than :data:`mixlib.plots.MIN_TEXT_PX` (10 px) as shown on the page,
+  the limit the notebooks' matplotlib figures are held to;
 * on a token axis (keys "<pos>|<category>|<token>") the tokens stand in sentence order in every state;
 * after each move the chart shows the numbers Python computed for that state: the
   expected text is computed here from the specification embedded in the page with
@@ -37,6 +39,7 @@ from pathlib import Path
 from site_browser import Traffic, chromium, serve
 
 from mixlib import interactive
+from mixlib.plots import MIN_TEXT_PX
 from mixlib.course import charts as course_charts
 
 
@@ -182,6 +185,22 @@ JS_ORDER = """(box) => { const v = box.querySelector('.mixbook-vega-view').__veg
   }
   return bad; }"""
 
+# visible text drawn smaller than min_px as shown (font size times the SVG's scale on the page); an empty label,
+# a mark faded to opacity 0 or a hidden group does not count
+JS_SMALL = """(box, minPx) => { const small = [];
+  for (const t of box.querySelectorAll('svg text')) {
+    const txt = t.textContent.trim(); if (!txt) continue;
+    let e = t, shown = true;
+    for (; e && e.tagName.toLowerCase() !== 'svg'; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (s.display === 'none' || s.visibility === 'hidden' || parseFloat(s.opacity) === 0 || parseFloat(s.fillOpacity) === 0) shown = false;
+    }
+    if (!shown) continue;
+    const m = t.getScreenCTM(), px = parseFloat(getComputedStyle(t).fontSize) * Math.hypot(m.a, m.b);
+    if (px < minPx - 0.05) small.push(txt.slice(0, 24) + ' (' + px.toFixed(1) + ' px)');
+  }
+  return small; }"""
+
 JS_TEXT = """(box) => Array.from(box.querySelectorAll('svg text')).map(t => t.textContent).join('\\n')"""
 
 
@@ -211,6 +230,7 @@ def check_page(page, base: str, url: str, shot: Path | None) -> tuple[list[str],
         if want:
             problems.append(f"chart {i}: initial state {state}: '{want}' not drawn")
         widest = box.evaluate(JS_WIDTH)
+        small = set(box.evaluate(JS_SMALL, MIN_TEXT_PX))
         for bad in box.evaluate(JS_ORDER):
             problems.append(f"chart {i}: initial state {state}: tokens out of sentence order on {bad}")
         for name, control in controls.items():
@@ -232,11 +252,14 @@ def check_page(page, base: str, url: str, shot: Path | None) -> tuple[list[str],
             if want:
                 problems.append(f"chart {i}: after moving {name!r} to {new!r} (state {state}): '{want}' not drawn")
             widest = max(widest, box.evaluate(JS_WIDTH), key=lambda w: w[0])
+            small |= set(box.evaluate(JS_SMALL, MIN_TEXT_PX))
             for bad in box.evaluate(JS_ORDER):
                 problems.append(f"chart {i}: after moving {name!r} to {new!r}: tokens out of sentence order on {bad}")
             clipped = box.evaluate(JS_CLIPPED)
             if clipped:
                 problems.append(f"chart {i}: after moving {name!r} to {new!r}: {clipped} mark(s) drawn outside the view (cut off)")
+        if small:
+            problems.append(f"chart {i}: {len(small)} text(s) drawn under {MIN_TEXT_PX} px on the page, e.g. {sorted(small)[:4]}")
         if widest[0] > widest[1]:
             problems.append(f"chart {i}: drawn {widest[0]} px wide in a {widest[1]} px column (it runs out of the text)")
     if page.locator(".jupyter-widgets-disconnected").count():

@@ -70,6 +70,12 @@ NEEDS_KERNEL_TAG = "needs-kernel"
 STEP = 12
 #: :func:`position_head_chart` names no heaviest offset when the profile's maximum is below this multiple of uniform (1/n).
 FLAT_PROFILE = 1.25
+#: Width of one token's column in pixels, at least: its label, turned upright, stays :data:`LABEL_PX` tall and apart from
+#: its neighbours' (a sequence longer than ``TOKEN_AXIS_WIDTH / MIN_STEP`` tokens makes the chart wider than the column).
+MIN_STEP = 9
+#: Smallest text a chart draws, in pixels: :data:`mixlib.plots.MIN_TEXT_PX`, the limit the book's figures are held to
+#: (the site check measures every chart's text against it); kept here so that charts need no matplotlib.
+LABEL_PX = 10
 #: Width in pixels that a token axis may take: the book's text column (about 690 px) less the y axes.
 TOKEN_AXIS_WIDTH = 560
 #: Separator inside a token key ``"<position>|<category>|<token>"`` (the axis shows only the token).
@@ -190,12 +196,12 @@ def _token_text(expr: str) -> str:
 
 def _token_step(n_max: int) -> int:
     """Column width for a token axis whose longest sequence has ``n_max`` tokens: every state fits the text column."""
-    return max(6, min(STEP, TOKEN_AXIS_WIDTH // max(1, n_max)))
+    return max(MIN_STEP, min(STEP, TOKEN_AXIS_WIDTH // max(1, n_max)))
 
 
 def _token_axis(alt: Any, title: str | None = None, step: int = STEP) -> Any:
     # the key is "pos|category|token": show only the token, coloured by its category
-    return alt.Axis(title=title, labelAngle=-90, labelFontSize=max(7, min(10, step - 1)), labelColor=_label_color(alt),
+    return alt.Axis(title=title, labelAngle=-90, labelFontSize=max(LABEL_PX, min(11, step - 1)), labelColor=_label_color(alt),
                     labelExpr=_token_text("datum.value"), labelOverlap=False)
 
 
@@ -779,7 +785,7 @@ def token_chart(stretch: Any, clusters: Any, enc: Any, *, tokens: Sequence[str] 
                         title=("正規化した " if normalized else "") + "ψ_qkv", legend=alt.Legend(orient="bottom")),  # under the map: beside it the chart runs out of the column
         tooltip=[alt.Tooltip("layer:O", title="層"), alt.Tooltip("head:O", title="ヘッド"), alt.Tooltip("psi:Q", title="ψ", format=".3f")])
     # dark text on the light (high) end of viridis, white on the dark end
-    text = cells.mark_text(fontSize=9).encode(
+    text = cells.mark_text(fontSize=LABEL_PX).encode(
         x="head:O", y="layer:O", text=alt.Text("psi:Q", format=".2f"),
         color=alt.condition(f"datum.psi > {lo + 0.6 * (hi - lo)!r}", alt.value("#222222"), alt.value("#ffffff")))
     top = (cells.transform_window(rank="row_number()", sort=[{"field": "psi", "order": "descending"}, {"field": "idx"}])

@@ -301,12 +301,27 @@ def ja_labels(df: Any) -> Any:
     return out
 
 
+def interval(low: float, high: float, digits: int = 2, *, sign: bool = False) -> str:
+    """An interval for prose and tables, ``low〜high``, with ``digits`` decimals, or up to three more where fewer would
+    print a narrow interval as one number twice (``0.95〜0.95`` reads as no uncertainty at all).
+
+    >>> interval(0.2, 0.45), interval(0.9512, 0.9538), interval(0.95, 0.95), interval(-0.5, 0.25, 1, sign=True)
+    ('0.20〜0.45', '0.951〜0.954', '0.95〜0.95', '-0.5〜+0.2')
+    """
+    low, high = float(low), float(high)
+    plus = "+" if sign else ""
+    d = digits
+    while d < digits + 3 and low != high and f"{low:{plus}.{d}f}" == f"{high:{plus}.{d}f}":
+        d += 1
+    return f"{low:{plus}.{d}f}〜{high:{plus}.{d}f}"
+
+
 def with_intervals(df: Any, digits: int = 1) -> Any:
     """One column per quantity, each cell ``estimate (low〜high)``, from a frame whose columns end in estimate/low/high.
 
     The tables of :func:`mixlib.layer_means` (and the like) hold three columns per
     quantity; shown side by side they triple the table's width. This gives the same
-    numbers in one cell each, rounded to ``digits``, for display only.
+    numbers in one cell each, rounded to ``digits`` (the interval as :func:`interval` writes it), for display only.
     """
     import pandas as pd
 
@@ -314,7 +329,7 @@ def with_intervals(df: Any, digits: int = 1) -> Any:
     if df.columns.nlevels < 2 or missing:
         raise ValueError("with_intervals needs two-level columns (quantity, estimate/low/high); "
                          f"got {df.columns.nlevels} level(s), missing {sorted(missing)}.")
-    out = {key: [f"{e:.{digits}f} ({lo:.{digits}f}〜{hi:.{digits}f})"
+    out = {key: [f"{e:.{digits}f} ({interval(lo, hi, digits)})"
                  for e, lo, hi in zip(df[key]["estimate"], df[key]["low"], df[key]["high"])]
            for key in df.columns.droplevel(-1).unique()}
     return pd.DataFrame(out, index=df.index)

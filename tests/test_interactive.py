@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import mixlib
-from mixlib import _mystnb, interactive
+from mixlib import _mystnb, interactive, plots
 
 TEXTS = [("the cat sat on the mat .", "it was warm , and the dog slept ."),
          ("a bank lends money to people who need it .", "rivers have banks too , but they lend nothing ."),
@@ -218,10 +218,19 @@ def test_figure_displays_for_jupyter_and_for_the_site(tiny_enc, mixings):
 def test_token_axes_fit_the_text_column_for_every_sequence_length():
     for n in (1, 10, 46, 47, 60, 93, 200, 512):
         step = interactive._token_step(n)
-        assert 6 <= step <= interactive.STEP
+        assert interactive.MIN_STEP <= step <= interactive.STEP
         # the longest sequence fits the column, unless even the narrowest readable column cannot hold it
-        assert step * n <= interactive.TOKEN_AXIS_WIDTH or step == 6
-    assert interactive._token_step(46) == interactive.STEP and interactive._token_step(93) == 6
+        assert step * n <= interactive.TOKEN_AXIS_WIDTH or step == interactive.MIN_STEP
+        # its labels stand upright side by side: no smaller than the book's text minimum, no taller than a column
+        size = interactive._token_axis(interactive._alt(), step=step).to_dict()["labelFontSize"]
+        assert plots.MIN_TEXT_PX <= size <= step + 1
+    assert interactive._token_step(46) == interactive.STEP and interactive._token_step(62) == interactive.MIN_STEP
+    assert interactive._token_step(93) == interactive.MIN_STEP
+
+
+def test_chart_text_minimum_is_the_figures_minimum():
+    # charts carry their own copy so that they need no matplotlib; both must say the same
+    assert interactive.LABEL_PX == plots.MIN_TEXT_PX
 
 
 def test_vector_pair_chart_computes_what_numpy_computes():

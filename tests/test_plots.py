@@ -375,6 +375,20 @@ def test_caption_sits_below_the_axes_labels_without_tight_layout():
     plt.close(fig)
 
 
+def test_interval_never_prints_a_narrow_interval_as_one_number_twice():
+    assert plots.interval(0.2, 0.45) == "0.20〜0.45"
+    assert plots.interval(0.9512, 0.9538) == "0.951〜0.954"  # 0.95〜0.95 would read as no uncertainty
+    assert plots.interval(0.95001, 0.95004) == "0.95001〜0.95004"  # up to three more decimals, then it stops
+    assert plots.interval(0.950001, 0.950002) == "0.95000〜0.95000"
+    assert plots.interval(0.5, 0.5) == "0.50〜0.50"  # a true zero-width interval stays as it is
+    assert plots.interval(-0.5, 0.25, 1, sign=True) == "-0.5〜+0.2"
+    rng = np.random.default_rng(0)
+    for lo, hi in np.sort(rng.uniform(0, 1, (200, 2)), axis=1):
+        a, b = plots.interval(lo, hi).split("〜")
+        assert abs(float(a) - lo) <= 0.005 and abs(float(b) - hi) <= 0.005  # rounded, not moved
+        assert a != b or hi - lo < 1e-5
+
+
 def test_with_intervals_puts_each_estimate_and_its_interval_in_one_cell():
     cols = pd.MultiIndex.from_product([["全体", "[CLS]"], ["estimate", "low", "high"]])
     df = pd.DataFrame([[23.44, 21.06, 25.96, 40.0, 38.5, 41.23]], index=pd.Index([0], name="layer"), columns=cols)

@@ -581,7 +581,7 @@ def errors_chart(generations: Any, *, epoch: int, max_rows: int = 12, max_chars:
     label = (here.transform_calculate(x="0", y="datum.r * 3", t="'#' + datum.num")
              .mark_text(align="left", fontSize=11, color="#333333").encode(x=x, y=y, text="t:N"))
     tag = (here.transform_calculate(x="0", y="datum.r * 3 + 1", t="'生成'")
-           .mark_text(align="left", fontSize=9, color="#999999").encode(x=x, y=y, text="t:N"))
+           .mark_text(align="left", fontSize=10, color="#888888").encode(x=x, y=y, text="t:N"))
     gap = here.transform_calculate(x="0", y="datum.r * 3 + 2", t="''").mark_text().encode(x=x, y=y, text="t:N")
     grid = alt.layer(label, tag, gap, gold, pred_marks).properties(width=x0 + max_chars * char_step, height=alt.Step(15),
                                                               view={"stroke": None})
