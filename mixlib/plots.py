@@ -8,6 +8,7 @@ copied out of the book still says which model produced it.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import matplotlib
@@ -189,6 +190,55 @@ def note_below(fig: plt.Figure, text: str, *, y: float = -0.02, fontsize: float 
     return fig.text(0.5, y, wrapped, ha="center", va="top", fontsize=fontsize, color="#444444")
 
 
+#: Where :func:`label_points` tries a label, in order: offsets in points from its dot, and the alignment that keeps
+#: the text on that side (right, left, above, below, then the four diagonals).
+_LABEL_SPOTS = [((5, 0), "left", "center"), ((-5, 0), "right", "center"), ((0, 5), "center", "bottom"),
+                ((0, -5), "center", "top"), ((4, 4), "left", "bottom"), ((-4, 4), "right", "bottom"),
+                ((4, -4), "left", "top"), ((-4, -4), "right", "top")]
+
+
+def label_points(ax: Any, xy: Any, texts: Sequence[str], *, fontsize: float = 10, first: Sequence[int] | None = None,
+                 dot_px: float = 4.0) -> list[Any]:
+    """Write ``texts[i]`` next to the point ``xy[i]`` where it overlaps no other label and no dot, if such a spot exists.
+
+    Labels are placed one by one; each takes the first of :data:`_LABEL_SPOTS` (starting at ``first[i]``, e.g. 1 to
+    prefer the left) that overlaps nothing placed so far, no dot other than its own (a ``dot_px`` square around each
+    point) and stays inside the axes; where every spot overlaps, the one with the least overlap. Call it after the
+    axes' limits are final (the spots are measured in pixels). Returns the Text artists.
+    """
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    pts = ax.transData.transform(_np.asarray(xy, dtype=float))
+    dots = [(x - dot_px, y - dot_px, x + dot_px, y + dot_px) for x, y in pts]
+    frame = ax.get_window_extent(renderer)
+    placed: list[tuple[float, float, float, float]] = []
+
+    def overlap(a, b):
+        return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+    out = []
+    for i, (point, text) in enumerate(zip(_np.asarray(xy, dtype=float), texts)):
+        order = _LABEL_SPOTS[(first[i] if first is not None else 0):] + _LABEL_SPOTS[:(first[i] if first is not None else 0)]
+        best = None
+        for offset, ha, va in order:
+            t = ax.annotate(text, point, xytext=offset, textcoords="offset points", ha=ha, va=va, fontsize=fontsize)
+            e = t.get_window_extent(renderer)
+            box = (e.x0, e.y0, e.x1, e.y1)
+            cost = sum(overlap(box, b) for b in placed) + sum(overlap(box, d) for k, d in enumerate(dots) if k != i)
+            cost += e.width * e.height * (e.x0 < frame.x0 or e.x1 > frame.x1 or e.y0 < frame.y0 or e.y1 > frame.y1)
+            if best is None or cost < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (cost, t, box)
+            else:
+                t.remove()
+            if cost == 0:
+                break
+        placed.append(best[2])
+        out.append(best[1])
+    return out
+
+
 def _break_after(text: str, i: int) -> bool:
     """May a line end after ``text[i]``? After a space or any wide (Japanese) character, and after
     punctuation; never inside a run of Latin letters or digits, nor before 、。）」 (kinsoku)."""
@@ -302,18 +352,20 @@ def ja_labels(df: Any) -> Any:
 
 
 def interval(low: float, high: float, digits: int = 2, *, sign: bool = False) -> str:
-    """An interval for prose and tables, ``low〜high``, with ``digits`` decimals, or up to three more where fewer would
-    print a narrow interval as one number twice (``0.95〜0.95`` reads as no uncertainty at all).
+    """An interval for prose and tables, ``low〜high`` with ``digits`` decimals, rounded outward (``low`` down, ``high``
+    up): the printed interval holds the computed one, and a narrow interval never prints as one number twice
+    (``0.95〜0.95`` would read as no uncertainty at all).
 
-    >>> interval(0.2, 0.45), interval(0.9512, 0.9538), interval(0.95, 0.95), interval(-0.5, 0.25, 1, sign=True)
-    ('0.20〜0.45', '0.951〜0.954', '0.95〜0.95', '-0.5〜+0.2')
+    >>> interval(0.2, 0.45), interval(0.9512, 0.9538), interval(0.95, 0.95), interval(-0.52, 0.25, 1, sign=True)
+    ('0.20〜0.45', '0.95〜0.96', '0.95〜0.95', '-0.6〜+0.3')
     """
     low, high = float(low), float(high)
+    if not (_np.isfinite(low) and _np.isfinite(high)) or low > high:
+        raise ValueError(f"interval needs finite low <= high, got {low}〜{high}.")
+    scale, tol = 10.0 ** digits, 1e-9  # tol: 0.29 * 100 is 28.999999999999996 in floating point, not below 29
+    lo, hi = _np.floor(low * scale + tol) / scale, _np.ceil(high * scale - tol) / scale
     plus = "+" if sign else ""
-    d = digits
-    while d < digits + 3 and low != high and f"{low:{plus}.{d}f}" == f"{high:{plus}.{d}f}":
-        d += 1
-    return f"{low:{plus}.{d}f}〜{high:{plus}.{d}f}"
+    return f"{lo + 0.0:{plus}.{digits}f}〜{hi + 0.0:{plus}.{digits}f}"
 
 
 def with_intervals(df: Any, digits: int = 1) -> Any:
@@ -321,7 +373,7 @@ def with_intervals(df: Any, digits: int = 1) -> Any:
 
     The tables of :func:`mixlib.layer_means` (and the like) hold three columns per
     quantity; shown side by side they triple the table's width. This gives the same
-    numbers in one cell each, rounded to ``digits`` (the interval as :func:`interval` writes it), for display only.
+    numbers in one cell each, rounded to ``digits`` (as the chapters' prose rounds them), for display only.
     """
     import pandas as pd
 
@@ -329,7 +381,7 @@ def with_intervals(df: Any, digits: int = 1) -> Any:
     if df.columns.nlevels < 2 or missing:
         raise ValueError("with_intervals needs two-level columns (quantity, estimate/low/high); "
                          f"got {df.columns.nlevels} level(s), missing {sorted(missing)}.")
-    out = {key: [f"{e:.{digits}f} ({interval(lo, hi, digits)})"
+    out = {key: [f"{e:.{digits}f} ({lo:.{digits}f}〜{hi:.{digits}f})"
                  for e, lo, hi in zip(df[key]["estimate"], df[key]["low"], df[key]["high"])]
            for key in df.columns.droplevel(-1).unique()}
     return pd.DataFrame(out, index=df.index)
@@ -368,7 +420,7 @@ def plain_ticks(axis: Any, *, minor: bool = False) -> None:
         axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
-__all__ += ["JA_LABELS", "ja_labels", "with_intervals", "sci", "plain_ticks"]
+__all__ += ["JA_LABELS", "ja_labels", "interval", "with_intervals", "sci", "plain_ticks", "label_points"]
 __all__ += ["COLUMN_PX", "MIN_TEXT_PX", "shown_text_sizes", "watch_text_sizes", "wrap_to_width", "note_below"]
 
 

@@ -375,18 +375,20 @@ def test_caption_sits_below_the_axes_labels_without_tight_layout():
     plt.close(fig)
 
 
-def test_interval_never_prints_a_narrow_interval_as_one_number_twice():
+def test_interval_is_rounded_outward_and_never_prints_a_narrow_interval_as_one_number_twice():
     assert plots.interval(0.2, 0.45) == "0.20〜0.45"
-    assert plots.interval(0.9512, 0.9538) == "0.951〜0.954"  # 0.95〜0.95 would read as no uncertainty
-    assert plots.interval(0.95001, 0.95004) == "0.95001〜0.95004"  # up to three more decimals, then it stops
-    assert plots.interval(0.950001, 0.950002) == "0.95000〜0.95000"
+    assert plots.interval(0.9512, 0.9538) == "0.95〜0.96"  # 0.95〜0.95 would read as no uncertainty
+    assert plots.interval(0.29, 0.57) == "0.29〜0.57"  # exact values stay (0.29 * 100 is 28.999… in floating point)
     assert plots.interval(0.5, 0.5) == "0.50〜0.50"  # a true zero-width interval stays as it is
-    assert plots.interval(-0.5, 0.25, 1, sign=True) == "-0.5〜+0.2"
+    assert plots.interval(-0.52, 0.25, 1, sign=True) == "-0.6〜+0.3"
+    assert plots.interval(-0.0001, 0.0, 1) == "-0.1〜0.0"  # no "-0.0"
     rng = np.random.default_rng(0)
-    for lo, hi in np.sort(rng.uniform(0, 1, (200, 2)), axis=1):
-        a, b = plots.interval(lo, hi).split("〜")
-        assert abs(float(a) - lo) <= 0.005 and abs(float(b) - hi) <= 0.005  # rounded, not moved
-        assert a != b or hi - lo < 1e-5
+    for lo, hi in np.sort(rng.uniform(-1, 1, (500, 2)), axis=1):
+        a, b = (float(x) for x in plots.interval(lo, hi).split("〜"))
+        assert a <= lo + 1e-12 and hi <= b + 1e-12 and b - a <= hi - lo + 0.02 + 1e-12  # holds it, at most one step wider
+        assert a < b or hi == lo
+    with pytest.raises(ValueError, match="low <= high"):
+        plots.interval(0.6, 0.4)
 
 
 def test_with_intervals_puts_each_estimate_and_its_interval_in_one_cell():
@@ -559,4 +561,39 @@ def test_note_below_wraps_a_long_note_to_the_figure():
     buf = io.BytesIO()
     fig.canvas.print_figure(buf, format="png", dpi=110, bbox_inches="tight")
     assert plots._png_width(buf.getvalue()) <= 5 * 110  # the note did not widen the image
+    plt.close(fig)
+
+
+def test_label_points_keeps_close_labels_apart_where_there_is_room():
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(0)
+    # pairs of points a few pixels apart (beijing / tokyo in chapter 3), spread over the axes
+    centres = rng.uniform(0.1, 0.9, (6, 2)) * [1, 1]
+    xy = np.concatenate([centres, centres + [0.03, -0.005]])
+    texts = [f"word{i:02d}" for i in range(len(xy))]
+
+    def boxes(labels, renderer):
+        return [t.get_window_extent(renderer) for t in labels]
+
+    def n_overlaps(bs):
+        return sum(a.overlaps(b) for i, a in enumerate(bs) for b in bs[i + 1:])
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter(*xy.T)
+    ax.set(xlim=(0, 1), ylim=(0, 1))
+    r = fig.canvas.get_renderer()
+    naive = [ax.annotate(t, p, xytext=(5, 0), textcoords="offset points", va="center", fontsize=10) for t, p in zip(texts, xy)]
+    assert n_overlaps(boxes(naive, r)) > 0  # all to the right: the pairs collide
+    for t in naive:
+        t.remove()
+    placed = plots.label_points(ax, xy, texts, fontsize=10)
+    assert [t.get_text() for t in placed] == texts and len(ax.texts) == len(texts)  # one label each, the rest removed
+    bs = boxes(placed, r)
+    assert n_overlaps(bs) == 0
+    frame = ax.get_window_extent(r)
+    assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in bs)
+    # each label stays next to its own point (within a label's size)
+    pts = ax.transData.transform(xy)
+    assert all(abs((b.x0 + b.x1) / 2 - x) < b.width and abs((b.y0 + b.y1) / 2 - y) < 2 * b.height for b, (x, y) in zip(bs, pts))
     plt.close(fig)

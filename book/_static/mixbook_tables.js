@@ -1,5 +1,6 @@
 // Tables in the book's cell outputs (pandas DataFrame and Styler HTML) are marked up for reading:
-// a cell that holds a number (or numbers: "23.4", "1.2e-06", "41%", "0.12 (0.10〜0.14)", "3 / 12"), a column
+// a cell that holds a number (or numbers: "23.4", "1.2e-06", "41%", "0.12 (0.10〜0.14)", "3 / 12"; not a list of
+// number tokens such as "1987, 1988", which is text), a column
 // heading such as a head's index included, gets the class mixbook-num (right-aligned, tabular figures, no
 // minimum width: see mixbook.css; an "estimate (interval)" cell also gets mixbook-interval, which may wrap
 // before its interval), and a body row where a
@@ -15,6 +16,7 @@
   var NUMERIC = /^[\s\d.,%+\-\u2212\u00b1/()\u00d7~\u301c\u2026eE]*\d[\s\d.,%+\-\u2212\u00b1/()\u00d7~\u301c\u2026eE]*$/;
   var MISSING = /^[\u2014\u2013\u25cb\u00d7-]$/;  // "—" (a number that is not there) or a ○/× mark: set like a number
   var INTERVAL = /\d\s+\(/;  // "23.4 (21.0〜25.9)": may break before its interval when the table is too wide
+  var LIST = /,\s/;  // "1987, 1988, 1989": a list of tokens that are numbers, read as text (left, like its column's words)
   function foldIndexNames(table) {
     var head = table.tHead;
     if (!head || head.rows.length < 2) return;
@@ -80,7 +82,7 @@
     document.querySelectorAll("article.bd-article table").forEach(function (table) {
       table.querySelectorAll("td, th").forEach(function (cell) {
         var text = cell.textContent.trim();
-        if (NUMERIC.test(text) || MISSING.test(text)) cell.classList.add("mixbook-num");
+        if ((NUMERIC.test(text) && !LIST.test(text)) || MISSING.test(text)) cell.classList.add("mixbook-num");
         if (NUMERIC.test(text) && INTERVAL.test(text) && cell.children.length === 0) {
           // the estimate and its interval each stay on one line; only the space between them may break
           var cut = text.search(INTERVAL) + 1, parts = [text.slice(0, cut), text.slice(cut).trim()];

@@ -507,11 +507,16 @@ def pe_position_chart(n_positions: int, d_model: int, *, pos: int = 10, dim: int
         tooltip=[alt.Tooltip("j:O", title="次元"), alt.Tooltip("v:Q", title="値", format=".3f")],
     ).properties(width=270, height=100, title=alt.Title("選んだ位置のベクトル PE[pos]", fontSize=12))
     wave_rows = grid.transform_filter("datum.j == dim")
+    # the formula's curve between the positions (a line through the integer positions alone zigzags for the
+    # short wavelengths), and the values the encoding takes, at the positions, as dots on it
+    curve = (alt.Chart(alt.sequence(0, (n_positions - 1) * 10 + 1, as_="k"))
+             .transform_calculate(p="datum.k / 10").transform_calculate(v=_pe_value("datum.p", "dim", d_model, base)))
     wave = alt.layer(
-        wave_rows.mark_line(color="#ff7f0e").encode(x=alt.X("p:Q", title="位置", scale=alt.Scale(domain=[0, n_positions - 1])),
-                                                    y=alt.Y("v:Q", title="値", scale=alt.Scale(domain=[-1.1, 1.1]))),
+        curve.mark_line(color="#ff7f0e", strokeWidth=1, opacity=0.55).encode(
+            x=alt.X("p:Q", title="位置", scale=alt.Scale(domain=[0, n_positions - 1])), y=alt.Y("v:Q", title="値", scale=alt.Scale(domain=[-1.1, 1.1]))),
+        wave_rows.mark_point(color="#ff7f0e", filled=True, size=12, opacity=1).encode(x="p:Q", y="v:Q"),
         wave_rows.transform_filter("datum.p == pos").mark_point(color="#2ca02c", filled=True, size=70).encode(x="p:Q", y="v:Q"),
-    ).properties(width=270, height=100, title=alt.Title("選んだ次元の波 PE[:, dim]", fontSize=12))
+    ).properties(width=270, height=100, title=alt.Title("選んだ次元の波 PE[:, dim]（点が位置での値）", fontSize=12))
     line = _state_line(grid.transform_filter("datum.p == pos && datum.j == dim"),
                        f"'位置 ' + pos + '・次元 ' + dim + '（' + (dim % 2 == 0 ? 'sin' : 'cos') + '、波長 '"
                        f" + format(2 * PI * pow({base}, (dim - dim % 2) / {d_model}), '.1f') + '）：値 ' + format(datum.v, '.3f')")
