@@ -198,13 +198,14 @@ _LABEL_SPOTS = [((5, 0), "left", "center"), ((-5, 0), "right", "center"), ((0, 5
 
 
 def label_points(ax: Any, xy: Any, texts: Sequence[str], *, fontsize: float = 10, first: Sequence[int] | None = None,
-                 dot_px: float = 4.0) -> list[Any]:
+                 dot_px: float = 4.0, **text_kw: Any) -> list[Any]:
     """Write ``texts[i]`` next to the point ``xy[i]`` where it overlaps no other label and no dot, if such a spot exists.
 
     Labels are placed one by one; each takes the first of :data:`_LABEL_SPOTS` (starting at ``first[i]``, e.g. 1 to
     prefer the left) that overlaps nothing placed so far, no dot other than its own (a ``dot_px`` square around each
     point) and stays inside the axes; where every spot overlaps, the one with the least overlap. Call it after the
-    axes' limits are final (the spots are measured in pixels). Returns the Text artists.
+    axes' limits are final (the spots are measured in pixels). ``text_kw`` goes to each label (e.g. a ``bbox`` that
+    keeps it readable over lines drawn under it). Returns the Text artists.
     """
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
@@ -221,7 +222,7 @@ def label_points(ax: Any, xy: Any, texts: Sequence[str], *, fontsize: float = 10
         order = _LABEL_SPOTS[(first[i] if first is not None else 0):] + _LABEL_SPOTS[:(first[i] if first is not None else 0)]
         best = None
         for offset, ha, va in order:
-            t = ax.annotate(text, point, xytext=offset, textcoords="offset points", ha=ha, va=va, fontsize=fontsize)
+            t = ax.annotate(text, point, xytext=offset, textcoords="offset points", ha=ha, va=va, fontsize=fontsize, **text_kw)
             e = t.get_window_extent(renderer)
             box = (e.x0, e.y0, e.x1, e.y1)
             cost = sum(overlap(box, b) for b in placed) + sum(overlap(box, d) for k, d in enumerate(dots) if k != i)

@@ -125,7 +125,8 @@ def draw_negative_sampling(
     if not negatives:
         raise ValueError("negatives must name at least one noise word (K >= 1).")
     K = len(negatives)
-    fig, ax = canvas(9.2, 0.62 * K + 3.2, xlim=(-0.4, 10.6), ylim=(-0.9 - 0.62 * K, 2.4))
+    # 9.8 data units across, as wide as the drawing (an image wider than the column shrinks its text)
+    fig, ax = canvas(8.2, 0.62 * K + 3.5, xlim=(-0.4, 9.4), ylim=(-1.25 - 0.62 * K, 2.4))
     _box(ax, 1.2, 0.6, f"{center}\n$v_i$", w=1.6, h=0.95, kind="center")
     ax.text(1.2, 1.45, "中心語", ha="center", fontsize=10)
     # positive
@@ -137,14 +138,14 @@ def draw_negative_sampling(
     ax.text(5.2, 0.55, f"負例 K = {K} 語（$P_n(w) \\propto \\#(w)^{{3/4}}$ から無作為に選ぶ）", fontsize=10, ha="center", va="center")
     for k, word in enumerate(negatives):
         yk = -0.1 - 0.62 * k
-        _box(ax, 5.2, yk, f"{word}  $u_{{n_{k + 1}}}$", w=1.9, h=0.5, kind="negative", fontsize=10, ls="--")
+        _box(ax, 5.2, yk, f"{word}  $u_{{n_{k + 1}}}$", w=2.0, h=0.52, kind="negative", fontsize=11, ls="--")
         _arrow(ax, (2.05, 0.35), (4.2, yk), color="#c44e52", lw=1.0)
     ymid = -0.1 - 0.62 * (K - 1) / 2
     ax.text(6.35, ymid, r"$\sigma(u_{n_k}^\top v_i)$ を 0 に近づける" + "\n" + r"$= \sigma(-u_{n_k}^\top v_i)$ を 1 に近づける",
             fontsize=10, ha="left", va="center", color="#c44e52")
     ax.text(-0.3, 2.25, "負例サンプリング：語彙全体の softmax の代わりに、1 + K 個の二値分類", fontsize=12, ha="left", va="center")
-    ax.text(-0.3, -0.75 - 0.62 * K,
-            r"損失 $\ell = -\log\sigma(u_o^\top v_i) - \sum_{k=1}^{K}\log\sigma(-u_{n_k}^\top v_i)$" + "：1 例あたりの計算は語彙の大きさ V ではなく K に比例する",
-            fontsize=10, ha="left", va="center")
+    ax.text(-0.3, -0.6 - 0.62 * K,
+            r"損失 $\ell = -\log\sigma(u_o^\top v_i) - \sum_{k=1}^{K}\log\sigma(-u_{n_k}^\top v_i)$", fontsize=11, ha="left", va="center")
+    ax.text(-0.3, -1.15 - 0.62 * K, "1 例あたりの計算は、語彙の大きさ V ではなく K に比例する", fontsize=11, ha="left", va="center")
     fig.tight_layout()
     return fig

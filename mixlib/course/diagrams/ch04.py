@@ -183,7 +183,8 @@ def draw_encoder_decoder(source: str = "abcde", target: str | None = None, *, hi
         enc_boxes.append(hb)
     cx = (S - 1) * step + 1.6
     c = box(ax, cx, 1.25, "$\\mathbf{c}$", w=0.8, h=0.8, color="vector" if highlight else "state", lw=2.2 if highlight else 1.2)
-    arrow(ax, enc_boxes[-1], c, color="#4c72b0", text="$\\overrightarrow{h}_S$", text_offset=(0, 0.32))
+    arrow(ax, enc_boxes[-1], c, color="#4c72b0", text=f"$\\overrightarrow{{h}}_{{{S}}}$",  # the box's own index, not S
+          text_offset=(0, 0.32))
     arrow(ax, (enc_boxes[0][0], 1.55), (cx - 0.2, 1.62), color="#dd8452", rad=-0.18, text="$\\overleftarrow{h}_1$",
           text_offset=(0, 0.55))
     d0 = cx + 1.9
