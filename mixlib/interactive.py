@@ -769,7 +769,10 @@ def token_chart(stretch: Any, clusters: Any, enc: Any, *, tokens: Sequence[str] 
     for t in tokens:
         tid = int(vocab[t])
         c = int(clusters.labels[tid])
-        rows.append({"t": t, "c": c, "typ": str(clusters.cluster_types[c]), "psi": _round(psi_all[:, :, tid].ravel(), 3)})
+        psi = psi_all[:, :, tid].ravel()
+        # the cells' text as Python writes it (the static figure's .2f of the full value): formatting the 3-decimal
+        # value again in the browser would round twice (0.7149 -> 0.715 -> "0.72")
+        rows.append({"t": t, "c": c, "typ": str(clusters.cluster_types[c]), "psi": _round(psi, 3), "lab": [f"{v:.2f}" for v in psi]})
     # one colour scale for every token offered, so colours compare between tokens; it ends at the 99th percentile
     # (larger values show its top colour) so that one extreme token does not darken every other
     offered = psi_all[:, :, [int(vocab[t]) for t in tokens]]
@@ -777,7 +780,7 @@ def token_chart(stretch: Any, clusters: Any, enc: Any, *, tokens: Sequence[str] 
     params = [alt.param(name="token", value=token, bind=alt.binding_select(options=tokens, name="トークン "))]
     cells = (alt.Chart().transform_filter("datum.t == token")
              .transform_calculate(idx=f"sequence(0, {L * H})")
-             .transform_flatten(["psi", "idx"])
+             .transform_flatten(["psi", "lab", "idx"])
              .transform_calculate(layer=f"{json.dumps(layers)}[floor(datum.idx / {H})]", head=f"datum.idx % {H}"))
     heat = cells.mark_rect().encode(
         x=alt.X("head:O", title="ヘッド", axis=alt.Axis(labelAngle=0)), y=alt.Y("layer:O", title="層", axis=alt.Axis(titleAngle=0, titleAlign="right", titleBaseline="bottom", titleX=-6, titleY=-4)),
@@ -786,7 +789,7 @@ def token_chart(stretch: Any, clusters: Any, enc: Any, *, tokens: Sequence[str] 
         tooltip=[alt.Tooltip("layer:O", title="層"), alt.Tooltip("head:O", title="ヘッド"), alt.Tooltip("psi:Q", title="ψ", format=".3f")])
     # dark text on the light (high) end of viridis, white on the dark end
     text = cells.mark_text(fontSize=LABEL_PX).encode(
-        x="head:O", y="layer:O", text=alt.Text("psi:Q", format=".2f"),
+        x="head:O", y="layer:O", text="lab:N",
         color=alt.condition(f"datum.psi > {lo + 0.6 * (hi - lo)!r}", alt.value("#222222"), alt.value("#ffffff")))
     top = (cells.transform_window(rank="row_number()", sort=[{"field": "psi", "order": "descending"}, {"field": "idx"}])
            .transform_filter("datum.rank == 1"))

@@ -322,7 +322,7 @@ JA_LABELS = {
     "size": "大きさ", "tokens": "含まれるトークン", "psi": "ψ", "psi_qkv": "ψ_qkv", "feature": "特徴",
     "token_id": "トークン ID", "token": "トークン", "position": "位置", "cos": "コサイン",
     "r": "相関 r", "null_max": "置換での r の最大", "survives": "置換の最大を超える",
-    "best_match": "最も相関する相手のヘッド", "tv": "全変動距離",
+    "best_match": "最も相関する相手のヘッド", "tv": "全変動距離", "Total": "合計",
 }
 
 
@@ -1203,6 +1203,13 @@ def plot_position_attention(A: Any, enc: Any, *, layer: int = 0, heads: Any = No
         ax.grid(False)
     fig.suptitle(f"位置ベクトルだけから計算した注意の重み（層 {layer}、縦：クエリの位置、横：キーの位置）", fontsize=10)
     fig.tight_layout()
+    # one colour bar for every panel: each is scaled to its own maximum, so the bar reads in fractions of it
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import Normalize
+
+    bar = fig.colorbar(ScalarMappable(Normalize(0, 1), cmap="magma"), cax=fig.add_axes([0.3, -0.03, 0.4, 0.022]), orientation="horizontal")
+    bar.set_ticks([0, 0.5, 1], labels=["0", "最大の半分", "そのヘッドの最大"])
+    bar.ax.tick_params(labelsize=9.5)
     scale = "色の濃さはパネルごとに 0〜そのヘッドの最大の重み（括弧内）"
     return caption(fig, enc, f"{note}。{scale}" if note else scale)
 

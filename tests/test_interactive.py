@@ -161,6 +161,9 @@ def test_token_chart_embeds_each_tokens_psi(tiny_enc, stretch_and_clusters):
         tid = tiny_enc.tokenizer.convert_tokens_to_ids(tok)
         assert state["c"] == int(cl.labels[tid]) and state["typ"] == str(cl.cluster_types[state["c"]])
         np.testing.assert_allclose(state["psi"], st.psi_qkv[:, :, tid], atol=5.1e-4)
+        # the cells' text is Python's own .2f of the full value (as the static figure), not a second rounding in the browser
+        (row,) = [r for rows in interactive.chart_datasets(spec).values() for r in rows if r["t"] == tok]
+        assert row["lab"] == [f"{v:.2f}" for v in np.asarray(st.psi_qkv)[:, :, tid].ravel()]
     # one colour scale for every token offered (colours compare between tokens), up to the 99th percentile
     ids = [tiny_enc.tokenizer.convert_tokens_to_ids(t) for t in ("january", "the", "##ing")]
     (scale,) = [layer["encoding"]["color"]["scale"] for layer in spec["vconcat"][1]["layer"]

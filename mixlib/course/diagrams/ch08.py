@@ -139,7 +139,7 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
     if len(tokens) < 2:
         raise ValueError("tokens needs at least [CLS] and one more token.")
     n = len(tokens)
-    fig, axes = plt.subplots(2, 1, figsize=(8.4, 9.0), gridspec_kw={"height_ratios": [1.25, 1]})  # one panel per row: readable
+    fig, axes = plt.subplots(2, 1, figsize=(8.4, 8.0), gridspec_kw={"height_ratios": [1.25, 0.62]})  # one panel per row: readable
     w, h = 0.8, 0.5
 
     # --- pre-training ---------------------------------------------------------
@@ -167,7 +167,7 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
             color="#555555")
     ax.text((left + right) / 2, 6.15, "MLM ヘッドは選ばれた全ての位置（[MASK]・ランダムな語・そのまま）に付く。図は [MASK] の位置だけを描いた",
             ha="center", fontsize=9, color="#555555")
-    ax.set(xlim=(0.2, xs[-1] + 0.8), ylim=(0.1, 6.6), title="事前学習：二つのヘッド")
+    ax.set(xlim=(0.0, xs[-1] + 0.8), ylim=(0.1, 6.6), title="事前学習：二つのヘッド")  # from 0: the NSP box is wider than a token
     ax.axis("off")
 
     # --- fine-tuning ----------------------------------------------------------
@@ -179,16 +179,16 @@ def draw_bert_heads(tokens: Sequence[str] = ("[CLS]", "my", "[MASK]", "is", "cut
     ]
     m = 6
     for row, (task, head, used) in enumerate(tasks):
-        y = 4.9 - 1.9 * row
-        ax.text(0.0, y, task, ha="left", va="center", fontsize=9)
+        y = 4.9 - 1.3 * row
+        ax.text(0.0, y, task, ha="left", va="center", fontsize=10.5)
         for j in range(m):
             x = 2.9 + 0.62 * j
             label = "$C$" if j == 0 else f"$T_{{{j}}}$"
             on = j in used
             _box(ax, x, y, 0.5, 0.42, label, color=_HEAD if on else "white", edge="#555555" if on else "#bbbbbb",
-                 textcolor="black" if on else "#999999", fontsize=9)
-        ax.text(2.9 + 0.62 * m + 0.05, y, head, ha="left", va="center", fontsize=9)
-    ax.set(xlim=(0, 9.8), ylim=(0.4, 5.8), title="ファインチューニング：ヘッドの置き場所は課題で決まる")
+                 textcolor="black" if on else "#999999", fontsize=10)
+        ax.text(2.9 + 0.62 * m + 0.05, y, head, ha="left", va="center", fontsize=10.5)
+    ax.set(xlim=(0, 9.8), ylim=(1.7, 5.5), title="ファインチューニング：ヘッドの置き場所は課題で決まる")
     ax.axis("off")
     fig.tight_layout()
     return fig
