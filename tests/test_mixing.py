@@ -22,6 +22,8 @@ import torch.nn.functional as F
 
 import mixlib
 from mixlib import mixing as mx
+from mixlib.mixing import forward as mx_forward
+from mixlib.mixing import kernel as mx_kernel
 from mixlib.data import tokenize
 from mixlib.plots import CATEGORY_ORDER
 
@@ -225,7 +227,7 @@ def test_padding_invariance(tiny_enc):
 def test_chunks_and_blocks_equal_one_batch(tiny_enc, monkeypatch):
     one = mixlib.decompose(tiny_enc, TEXTS, batch_size=32, progress=False)
     chunked = mixlib.decompose(tiny_enc, TEXTS, batch_size=1, progress=False)
-    monkeypatch.setattr(mx, "BLOCK_TOKENS", 1)  # the per-token part one sequence at a time
+    monkeypatch.setattr(mx_kernel, "BLOCK_TOKENS", 1)  # the per-token part one sequence at a time
     blocked = mixlib.decompose(tiny_enc, TEXTS, batch_size=2, progress=False)
     blocked_novec = mixlib.decompose(tiny_enc, TEXTS, batch_size=2, vectors=False, progress=False)
     for name in (*mx.METRICS, *mx.VECTOR_FIELDS):
@@ -263,11 +265,11 @@ def test_vectors_option(tiny_enc, monkeypatch):
     ref = mixlib.decompose(tiny_enc, TEXTS, vectors=True, progress=False)
     torch.testing.assert_close(m.ratio, ref.ratio, equal_nan=True)
 
-    monkeypatch.setattr(mx, "VECTOR_LIMIT_BYTES", 1000)
+    monkeypatch.setattr(mx_forward, "VECTOR_LIMIT_BYTES", 1000)
     with pytest.warns(UserWarning, match="keeping only norms and ratios"):
         auto = mixlib.decompose(tiny_enc, TEXTS, progress=False)
     assert auto.mix is None
-    monkeypatch.setattr(mx, "_available_memory", lambda: 1000)
+    monkeypatch.setattr(mx_forward, "_available_memory", lambda: 1000)
     with pytest.raises(MemoryError, match="vectors=False"):
         mixlib.decompose(tiny_enc, TEXTS, vectors=True, progress=False)
     with pytest.raises(TypeError, match="vectors"):
@@ -352,15 +354,15 @@ def test_split_check_catches_wrong_self_part(fault, monkeypatch):
 
     # with the split check switched off (a probe of zeros sees nothing), the fault slips through the other two
     # checks and moves the ratio: this is why the split check exists
-    real_probe = mx.split_probe
-    monkeypatch.setattr(mx, "_self_part", fault)
-    monkeypatch.setattr(mx, "split_probe", lambda mod, h: tuple(torch.zeros_like(t) for t in real_probe(mod, h)))
+    real_probe = mx_forward.split_probe
+    monkeypatch.setattr(mx_kernel, "_self_part", fault)
+    monkeypatch.setattr(mx_forward, "split_probe", lambda mod, h: tuple(torch.zeros_like(t) for t in real_probe(mod, h)))
     wrong = mixlib.decompose(enc, batch, progress=False)
     moved = float((wrong.ratio - good.ratio).abs().nan_to_num().max())
     assert moved > 1e-3, moved
     assert (wrong.max_error <= 1e-4).all()  # the reconstruction check is blind to it
 
-    monkeypatch.setattr(mx, "split_probe", real_probe)
+    monkeypatch.setattr(mx_forward, "split_probe", real_probe)
     with pytest.raises(RuntimeError, match=r"layer 0: f_j\(x_j\) or sum_\{i!=j\} f_j\(x_i\) differs"):
         mixlib.decompose(enc, batch, progress=False)
 
@@ -377,12 +379,12 @@ def test_split_check_catches_forgotten_b_o(monkeypatch):
         return (w, None) if role == "attn_out" else (w, b)
 
     monkeypatch.setattr(type(enc), "projection", no_b_o)  # the Encoder is frozen: patch its class for this test
-    real_probe = mx.split_probe
-    monkeypatch.setattr(mx, "split_probe", lambda mod, h: tuple(torch.zeros_like(t) for t in real_probe(mod, h)))
+    real_probe = mx_forward.split_probe
+    monkeypatch.setattr(mx_forward, "split_probe", lambda mod, h: tuple(torch.zeros_like(t) for t in real_probe(mod, h)))
     wrong = mixlib.decompose(enc, batch, progress=False)
     assert (wrong.max_error <= 1e-4).all()
     assert float((wrong.ratio - good.ratio).abs().nan_to_num().max()) > 1e-3
-    monkeypatch.setattr(mx, "split_probe", real_probe)
+    monkeypatch.setattr(mx_forward, "split_probe", real_probe)
     with pytest.raises(RuntimeError, match=r"layer 0: f_j\(x_j\) or sum"):
         mixlib.decompose(enc, batch, progress=False)
 
@@ -735,3 +737,20 @@ def test_a_model_on_the_meta_device_is_refused(packaged_enc):
     for f in (mixlib.decompose, mixlib.context_maps):
         with pytest.raises(ValueError, match=r"on the meta device \(shapes without values\)"):
             f(enc, batch)
+
+
+def test_mixing_package_keeps_every_name_where_it_was():
+    """mixing.py became a package of one idea a file; every name importable from mixlib.mixing before still is,
+    as the same object as in the file that defines it (so patching that file's name patches what runs)."""
+    import importlib
+
+    for name in mx.__all__:
+        assert getattr(mixlib, name, getattr(mx, name)) is getattr(mx, name), name
+    for name in ("_StopForward", "_as_batch", "_first", "_register", "_run_hooked", "check_precision"):  # used by mixlib.measures
+        assert callable(getattr(mx, name)), name
+    for module, names in {"kernel": ["decompose_layer", "split_probe", "BLOCK_TOKENS"], "forward": ["decompose"],
+                          "result": ["Mixing", "METRICS"], "tables": ["mixing_table", "layer_means"],
+                          "conventions": ["mixing_conventions", "CONVENTIONS"]}.items():
+        sub = importlib.import_module(f"mixlib.mixing.{module}")
+        for name in names:
+            assert getattr(sub, name) is getattr(mx, name), (module, name)
