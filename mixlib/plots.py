@@ -219,7 +219,8 @@ def label_points(ax: Any, xy: Any, texts: Sequence[str], *, fontsize: float = 10
 
     out = []
     for i, (point, text) in enumerate(zip(_np.asarray(xy, dtype=float), texts)):
-        order = _LABEL_SPOTS[(first[i] if first is not None else 0):] + _LABEL_SPOTS[:(first[i] if first is not None else 0)]
+        start = first[i] if first is not None else 0
+        order = _LABEL_SPOTS[start:] + _LABEL_SPOTS[:start]
         best = None
         for offset, ha, va in order:
             t = ax.annotate(text, point, xytext=offset, textcoords="offset points", ha=ha, va=va, fontsize=fontsize, **text_kw)

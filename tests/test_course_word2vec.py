@@ -376,3 +376,16 @@ def test_packaged_model_offset_beats_the_nearest_c_baseline_on_the_book_set(pack
     base = wv.evaluate(qs, method="nearest_c").groupby("relation")["correct"].mean()
     assert set(acc.index) == {"capital", "gender", "past"}
     assert (acc > base).all(), (acc.to_dict(), base.to_dict())
+
+
+def test_accuracy_cells_puts_each_accuracy_and_its_interval_under_its_relation():
+    acc = pd.DataFrame({"relation": ["b", "a", "b", "a"], "questions": [56, 90, 56, 90], "pairs": [8, 10, 8, 10],
+                        "accuracy": [0.95, 1.0, 0.5, 0.02], "low": [0.8312, 1.0, 0.27, 0.0], "high": [1.0, 1.0, 0.8012, 0.0901],
+                        "方法": ["x", "x", "y", "y"]})
+    got = w2v.accuracy_cells(acc, ["方法"], {"a": "過去形", "b": "性別", "c": "無い関係"})
+    assert list(got.columns) == ["過去形（90 問・10 組）", "性別（56 問・8 組）"]  # the relations' order, absent ones left out
+    assert got.loc["x", "性別（56 問・8 組）"] == "0.95（0.83〜1.00）"
+    assert got.loc["y", "性別（56 問・8 組）"] == "0.50（0.27〜0.81）"  # rounded outward
+    assert got.loc["y", "過去形（90 問・10 組）"] == "0.02（0.00〜0.10）"
+    with pytest.raises(ValueError, match="different numbers of questions"):
+        w2v.accuracy_cells(acc.assign(questions=[56, 90, 55, 90]), ["方法"], {"a": "過去形", "b": "性別"})

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 __all__ = [
+    "accuracy_cells",
     "Vocab",
     "build_vocab",
     "encode_sentences",
@@ -799,6 +800,39 @@ def accuracy_by_relation(ev: pd.DataFrame, *, n_boot: int = 2000, level: float =
         lo, hi = _weighted_quantiles(w, correct, level)
         rows.append({"relation": rel, "questions": len(g), "pairs": n_pairs, "accuracy": correct.mean(), "low": lo, "high": hi})
     return pd.DataFrame(rows, columns=["relation", "questions", "pairs", "accuracy", "low", "high"])
+
+
+def accuracy_cells(acc: pd.DataFrame, keys: Sequence[str], relations: dict[str, str]) -> pd.DataFrame:
+    """An accuracy table to read: one row per value of ``keys``, one column per relation, ``accuracy（low〜high）`` in each cell.
+
+    Parameters
+    ----------
+    acc : pandas.DataFrame
+        Rows of :func:`accuracy_by_relation` (``relation``, ``questions``, ``pairs``, ``accuracy``, ``low``,
+        ``high``) with the columns ``keys`` added (e.g. the method and the vectors each row was measured with).
+    keys : sequence of str
+        The columns that make a row of the table.
+    relations : dict of str to str
+        Relation code -> its name, in the order of the columns (relations not in ``acc`` are left out).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Text cells; intervals as :func:`mixlib.plots.interval` writes them (rounded outward). Each column is headed
+        with its relation's name and its numbers of questions and pairs, which must be the same in every row.
+    """
+    from ..plots import interval
+
+    counts = acc.groupby("relation")[["questions", "pairs"]].nunique()
+    if (counts > 1).any(axis=None):
+        raise ValueError("accuracy_cells: a relation has different numbers of questions or pairs in different rows; "
+                         "one column cannot name them. Compare results measured on the same questions.")
+    size = acc.drop_duplicates("relation").set_index("relation")
+    cells = acc.assign(cell=[f"{a:.2f}（{interval(lo, hi)}）" for a, lo, hi in zip(acc["accuracy"], acc["low"], acc["high"])])
+    present = [r for r in relations if r in size.index]
+    wide = cells.pivot(index=list(keys), columns="relation", values="cell")[present]
+    return wide.rename(columns=lambda r: f"{relations[r]}（{size.loc[r, 'questions']} 問・{size.loc[r, 'pairs']} 組）").rename_axis(
+        columns="関係")
 
 
 def _check_boot(n_boot, level) -> None:
