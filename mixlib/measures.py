@@ -264,7 +264,11 @@ def context_maps(
 
         def make_ffn_hook(layer: int):
             def on_ffn_norm(module, args, kwargs, output):
-                _layer_maps(layer, state.pop(layer), _first(args, kwargs))
+                got = state.pop(layer)
+                try:
+                    _layer_maps(layer, got, _first(args, kwargs))
+                finally:
+                    got.clear()  # the hooks hold this dict until the pass ends: let the layer's tensors go now
                 if layer == layer_idx[-1]:
                     raise _StopForward
 

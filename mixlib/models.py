@@ -122,6 +122,7 @@ class Family:
     token_type_embeddings: str = "embeddings.token_type_embeddings"
     embedding_norm: str = "embeddings.LayerNorm"
     # per layer
+    self_attn: str = "attention.self"
     query: str = "attention.self.query"
     key: str = "attention.self.key"
     value: str = "attention.self.value"
@@ -326,9 +327,10 @@ class Encoder:
         return _get(self.model, self.family.layers)[index]
 
     def module(self, layer: int, role: str) -> torch.nn.Module:
-        """A per-layer module by role: ``query``, ``key``, ``value``, ``attn_out``,
-        ``attn_norm``, ``ffn_in``, ``ffn_out`` or ``ffn_norm``."""
-        roles = ("query", "key", "value", "attn_out", "attn_norm", "ffn_in", "ffn_out", "ffn_norm")
+        """A per-layer module by role: ``self_attn`` (the self-attention block that holds the
+        next three), ``query``, ``key``, ``value``, ``attn_out``, ``attn_norm``, ``ffn_in``,
+        ``ffn_out`` or ``ffn_norm``."""
+        roles = ("self_attn", "query", "key", "value", "attn_out", "attn_norm", "ffn_in", "ffn_out", "ffn_norm")
         if role not in roles:
             raise ValueError(f"unknown role {role!r}; expected one of {roles}")
         return _get(self.layer(layer), getattr(self.family, role))

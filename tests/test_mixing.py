@@ -413,6 +413,103 @@ def test_split_error_small_on_trained_model(packaged_enc):
     assert (m.max_split_error <= 1e-4).all() and (m.max_split_error > 0).any()
 
 
+def _hide_attention_weights(enc):
+    """Hooks that make every self-attention module return no weights (as SDPA or older transformers do)."""
+    return [enc.module(layer, "self_attn").register_forward_hook(lambda mod, args, out: (out[0], None))
+            for layer in range(enc.n_layers)]
+
+
+def test_weights_recomputed_from_q_and_k_when_the_model_gives_none(tiny_enc, monkeypatch):
+    """The model's own attention weights are used when it returns them; otherwise they are recomputed, same result."""
+    seen = []
+    real = mx_forward.decompose_layer
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("alpha") is not None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mx_forward, "decompose_layer", spy)
+    own = mixlib.decompose(tiny_enc, TEXTS, progress=False)
+    assert seen == [True] * tiny_enc.n_layers
+    seen.clear()
+    handles = _hide_attention_weights(tiny_enc)
+    try:
+        recomputed = mixlib.decompose(tiny_enc, TEXTS, progress=False)
+    finally:
+        for h in handles:
+            h.remove()
+    assert seen == [False] * tiny_enc.n_layers
+    for name in ("ratio", "norm_mix", "norm_keep_ln", "alpha_self", "mix", "keep_attn"):
+        torch.testing.assert_close(getattr(recomputed, name), getattr(own, name), atol=1e-6, rtol=1e-5, equal_nan=True)
+    assert (recomputed.max_attention_error <= 1e-4).all()
+    with pytest.raises(ValueError, match="alpha"):  # neither the weights nor Q and K: a clear error
+        x = torch.zeros(1, 2, tiny_enc.d_model)
+        mx.decompose_layer(x, None, None, x, x, x, x, x, torch.zeros(1, 2), torch.eye(tiny_enc.d_model), None,
+                           torch.ones(tiny_enc.d_model), torch.zeros(tiny_enc.d_model), 1e-12, tiny_enc.n_heads)
+
+
+def test_recomputed_weights_catch_dropout():
+    """In train mode with the weights recomputed (not the model's own), dropout shows as an attention error."""
+    enc = make_random_encoder(seed=7)  # attention dropout 0.1
+    handles = _hide_attention_weights(enc)
+    enc.model.train()
+    try:
+        torch.manual_seed(0)
+        with pytest.raises(RuntimeError, match=r"layer 0: attention weights.*enc\.model\.eval\(\)"):
+            mixlib.decompose(enc, TEXTS, progress=False)
+    finally:
+        enc.model.eval()
+        for h in handles:
+            h.remove()
+
+
+def _one_token_wrong_head(v, a_self, w_o, tmp, out):
+    """Fault on one token only: token 3 of the last sequence takes head h's W_O slice for head h+1."""
+    b, N, D = v.shape
+    H = a_self.shape[-1]
+    self_ctx = v.view(b, N, H, D // H) * a_self.unsqueeze(-1)
+    self_ctx[-1, 3] = self_ctx[-1, 3].roll(1, dims=0)
+    return (self_ctx.reshape(b * N, D) @ w_o.t()).view(b, N, D)
+
+
+def test_split_check_catches_a_fault_on_one_token(monkeypatch):
+    """Every token is checked (no sampling): a fault on one token of one sequence still fails loudly."""
+    enc = make_random_encoder(seed=13)
+    batch = tokenize(enc, TEXTS)
+    good = mixlib.decompose(enc, batch, progress=False)
+    real_probe = mx_forward.split_probe
+    monkeypatch.setattr(mx_kernel, "_self_part", _one_token_wrong_head)  # the 3 sequences are one block
+    monkeypatch.setattr(mx_forward, "split_probe", lambda mod, h: tuple(torch.zeros_like(t) for t in real_probe(mod, h)))
+    wrong = mixlib.decompose(enc, batch, progress=False)
+    moved = (wrong.ratio - good.ratio).abs().nan_to_num()  # (L, B, N)
+    assert float(moved[:, -1, 3].min()) > 1e-4  # the fault moves that token's ratio on every layer ...
+    moved[:, -1, 3] = 0
+    assert float(moved.max()) == 0.0  # ... and nothing else
+    assert (wrong.max_error <= 1e-4).all()
+    monkeypatch.setattr(mx_forward, "split_probe", real_probe)
+    with pytest.raises(RuntimeError, match=r"layer 0: f_j\(x_j\) or sum"):
+        mixlib.decompose(enc, batch, progress=False)
+
+
+def test_each_layers_tensors_are_released_after_its_layer(tiny_enc, monkeypatch):
+    """The hooks keep nothing of a finished layer: memory does not grow with the number of layers."""
+    import gc
+    import weakref
+
+    refs = []
+    real = mx_forward.decompose_layer
+
+    def spy(*args, **kwargs):
+        gc.collect()
+        assert all(r() is None for r in refs), "an earlier layer's value vectors are still held"
+        refs.append(weakref.ref(args[3]))  # v
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mx_forward, "decompose_layer", spy)
+    mixlib.decompose(tiny_enc, TEXTS, progress=False)
+    assert len(refs) == tiny_enc.n_layers >= 2
+
+
 # ---------------------------------------------------------------------------
 # bad input
 # ---------------------------------------------------------------------------
@@ -754,3 +851,26 @@ def test_mixing_package_keeps_every_name_where_it_was():
         sub = importlib.import_module(f"mixlib.mixing.{module}")
         for name in names:
             assert getattr(sub, name) is getattr(mx, name), (module, name)
+
+
+def test_benchmark_breakdown_times_the_kernels_steps(capsys):
+    """benchmarks/bench_mixing.py --quick runs, its per-stage timers find every step they name, and are taken off after."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import bench_mixing
+    finally:
+        sys.path.pop(0)
+    before = {name: getattr(mx_kernel, name) for names in bench_mixing.STAGES.values() for name in names if name != "store"}
+    assert bench_mixing.main(["--quick", "--repeats", "1", "--threads", "1", "--no-memory", "--naive-repeats", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "decompose(vectors=False) / plain forward" in out and "breakdown of one decompose" in out
+    for stage in bench_mixing.STAGES:
+        assert stage in out
+    assert all(getattr(mx_kernel, name) is fn for name, fn in before.items())
+    with bench_mixing.stage_timers() as spent:
+        mixlib.decompose(make_random_encoder(seed=2), TEXTS, progress=False)
+    assert {"_split", "_layernorm_pieces", "_check_attention", "_check_split", "_check_reconstruction", "store"} <= set(spent)
+    assert "_attention_weights" not in spent  # the model returned its own weights

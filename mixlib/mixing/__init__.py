@@ -23,33 +23,41 @@ approximation. The paper's mixing ratio (AttnResLn-N) compares the norms::
 
 How it is computed (fast and exact)
 -----------------------------------
-Forward hooks on the *unmodified* ``query``, ``key``, ``value``, ``attn_out``
-and ``attn_norm`` modules of each layer (found through
-:meth:`mixlib.Encoder.module`) capture what one ordinary forward pass computes
-anyway. Per layer, only the attention weights' diagonal alpha^h_{j,j} is
-needed beyond that:
+Forward hooks on the *unmodified* ``query``, ``key``, ``value``,
+``self_attn``, ``attn_out`` and ``attn_norm`` modules of each layer (found
+through :meth:`mixlib.Encoder.module`) capture what one ordinary forward pass
+computes anyway, including the attention weights the model itself used (its
+self-attention module returns them in eager mode; where it returns none, they
+are recomputed from the hooked Q and K). Per layer, beyond that:
 
-* ``f_j(x_j) = sum_h alpha^h_{j,j} v^h_j W_O^h`` -- one (B*N, D) x (D, D) product;
-* ``sum_{i != j} f_j(x_i) = (attention output - b_O) - f_j(x_j)``.
+* ``f_j(x_j) = sum_h alpha^h_{j,j} v^h_j W_O^h`` -- one (B*N, D) x (D, D)
+  product, the only large one (about 8% of a BERT layer's arithmetic);
+* ``sum_{i != j} f_j(x_i) = (attention output - b_O) - f_j(x_j)``;
+* the LayerNorm split and the eight norms: element-wise passes.
 
 The n x n x d tensor of all f_j(x_i) is never built; memory per layer is
-O(B*N*D) plus the (B, H, N, N) attention weights the model itself holds. Each
-layer is decomposed inside the hook on its LayerNorm, while the forward pass
-runs, and the pass stops after the last layer asked for (the last FFN is never
+O(B*N*D) plus the (B, H, N, N) attention weights the model itself holds, and a
+layer's captured tensors are let go as soon as it is decomposed. Each layer is
+decomposed inside the hook on its LayerNorm, while the forward pass runs, and
+the pass stops after the last layer asked for (the last FFN is never
 computed). The per-token work goes through blocks of about
 :data:`BLOCK_TOKENS` tokens with reused scratch buffers, so that it stays in
-the CPU cache.
+the CPU cache. ``benchmarks/bench_mixing.py`` measures the cost against a
+plain forward pass, stage by stage.
 
-Every call checks itself on every layer, three ways: mix + keep_attn + keep_res + bias
-must reproduce the model's own LayerNorm output (max abs error over all real
-tokens and elements), and the attention weights recomputed from the hooked Q
-and K must reproduce the model's own attention output (the input of
-``attn_out``; compared along one fixed random unit direction per head, which
-costs a matrix-vector instead of a matrix-matrix product), both within
-``atol`` (1e-4); otherwise a :class:`RuntimeError` names the layer and the
-error.
+Every call checks itself on every layer and every real token, three ways
+(the step functions of :mod:`mixlib.mixing.kernel`), each within ``atol``
+(1e-4); otherwise a :class:`RuntimeError` names the layer and the error:
 
-The first check alone cannot see the one error that matters most: because
+* attention: ``alpha V`` must be the model's own attention output (the input
+  of ``attn_out``), compared along one fixed random unit direction per head
+  (one pass over alpha instead of a second ``alpha V``), and alpha's rows must
+  sum to 1 (attention dropout in train mode breaks both);
+* reconstruction: mix + keep_attn + keep_res + bias must reproduce the model's
+  own LayerNorm output (max abs error over all elements);
+* the split, below.
+
+The reconstruction check alone cannot see the one error that matters most: because
 ``sum_{i != j} f_j(x_i)`` is obtained as a remainder, ``mix + keep_attn``
 equals ``g(attention output - b_O)`` whatever ``f_j(x_j)`` was. A third check
 therefore recomputes, along one fixed random unit direction u of the output
@@ -59,7 +67,8 @@ space, both ``f_j(x_j) . u = sum_h alpha^h_jj (v^h_j . p_h)`` and
 the diagonal read off the attention weights again, and the model's own
 context -- a path that shares no slicing code with the decomposition. A W_O
 sliced from the wrong head, a transposed W_O or a forgotten b_O moves these
-projections far beyond ``atol`` (``Mixing.max_split_error``).
+projections far beyond ``atol`` (``Mixing.max_split_error``), on any single
+token it touches.
 
 Padding
 -------

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .kernel import _Workspace, check_precision, decompose_layer, split_probe
+from .kernel import CHECKS, _Workspace, check_precision, decompose_layer, split_probe
 from .result import METRICS, VECTOR_FIELDS, Mixing
 
 #: Size above which ``vectors=None`` drops the four (L, B, N, D) vector fields.
@@ -42,11 +42,6 @@ def _run_hooked(enc: Any, chunk: Mapping[str, torch.Tensor], hooks: Iterable[Ite
     finally:
         for h in handles:
             h.remove()
-
-
-_PER_TOKEN_FIELDS = METRICS
-
-
 
 
 def _as_tensor(value: Any, key: str) -> torch.Tensor:
@@ -229,7 +224,7 @@ def decompose(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is not allowed; give a positive int.")
-    from ..data import check_atol
+    from ..data import check_atol, token_categories
 
     atol = check_atol(atol)
     mdtype = check_precision(enc, "decompose")
@@ -237,131 +232,152 @@ def decompose(
     inputs = _as_batch(enc, batch, max_length)
     ids, am = inputs["input_ids"], inputs["attention_mask"]
     B, N = ids.shape
-    L, D, H = len(layer_idx), enc.d_model, enc.n_heads
-    keep_vectors = _decide_vectors(vectors, L, B, N, D)
-    real = am.bool()  # (B, N)
-
-    nan = float("nan")
-    stats = {name: torch.full((L, B, N), nan) for name in _PER_TOKEN_FIELDS}  # (L, B, N)
-    alpha_self = torch.full((L, B, H, N), nan)  # (L, B, H, N)
-    # (L, B, N, D); every element is written below (values, or NaN at padding)
-    vecs = {name: torch.empty((L, B, N, D)) for name in VECTOR_FIELDS} if keep_vectors else {}
-    max_err = np.zeros(L)
-    max_ctx_err = np.zeros(L)
-    max_split_err = np.zeros(L)
-
-    dev = enc.device
-    direct = torch.device(dev).type == "cpu" and mdtype == torch.float32  # write straight into the float32 results
-    row_of = {layer: li for li, layer in enumerate(layer_idx)}
-    params = {}
-    probes = {}
-    for layer in layer_idx:
-        w_o, b_o = enc.projection(layer, "attn_out")
-        ln = enc.module(layer, "attn_norm")
-        params[layer] = (w_o, b_o, ln.weight.detach(), ln.bias.detach(), float(ln.eps))
-        # the split self-check's probe comes from the module itself, not from w_o above
-        probes[layer] = split_probe(enc.module(layer, "attn_out"), H)
-
-    workspace = _Workspace(dev, mdtype)
+    keep_vectors = _decide_vectors(vectors, len(layer_idx), B, N, enc.d_model)
+    results = _Results(len(layer_idx), B, N, enc.n_heads, enc.d_model, keep_vectors)
+    run = _Run(enc, layer_idx, mdtype, atol, keep_vectors, results)
     bar = _progress(B, math.ceil(B / int(batch_size)), progress, f"decompose ({enc.name})")
-    state: dict[str, Any] = {}
     try:
         for b0 in range(0, B, int(batch_size)):
             b1 = min(B, b0 + int(batch_size))
-            cols = torch.nonzero(am[b0:b1].any(0)).flatten()
-            n = int(cols.max()) + 1  # trailing all-padding columns are dropped for this chunk
-            chunk = {k: v[b0:b1, :n].to(dev) for k, v in inputs.items()}
-            chunk_real = real[b0:b1, :n]  # (b, n)
-            chunk_real_dev = chunk_real.to(dev)
-            additive = torch.zeros(chunk_real.shape, dtype=mdtype, device=dev)
-            additive.masked_fill_(~chunk_real_dev, torch.finfo(mdtype).min)  # (b, n)
-            state.clear()
-
-            def finish_layer(layer: int, ln_in: torch.Tensor, ln_out: torch.Tensor) -> None:
-                li = row_of[layer]
-                w_o, b_o, gamma, beta, eps = params[layer]
-                got = state.pop(layer)
-                dst = {name: t[li, b0:b1, :n] for name, t in vecs.items()} if direct else None
-                res = decompose_layer(
-                    got["x"], got["q"], got["k"], got["v"], got["context"], got["attn_out"], ln_in, ln_out,
-                    additive, w_o, b_o, gamma, beta, eps, H, keep_vectors=keep_vectors, out=dst, workspace=workspace,
-                    probe=probes[layer],
-                )
-                err = float(res.pop("ln_error"))
-                ctx_err = float(res.pop("attention_error"))
-                split_err = float(res.pop("split_error"))
-                if not ctx_err <= atol:
-                    raise RuntimeError(
-                        f"decompose: layer {layer}: attention weights recomputed from the model's Q and K do not "
-                        f"reproduce its attention output (max abs error {ctx_err:.3e} > atol={atol:g}). The model "
-                        "computes attention differently from standard BERT (is it in train mode with dropout? relative positions? "
-                        "a different scaling?); mixlib supports post-LN BERT-family encoders with standard scaled dot-product attention."
-                    )
-                if not err <= atol:
-                    raise RuntimeError(
-                        f"decompose: layer {layer}: mix + keep_attn + keep_res + bias differs from the model's own "
-                        f"LayerNorm output by {err:.3e} (max abs error > atol={atol:g}); the decomposition is not exact "
-                        "for this model."
-                    )
-                if not split_err <= atol:
-                    raise RuntimeError(
-                        f"decompose: layer {layer}: f_j(x_j) or sum_{{i!=j}} f_j(x_i) differs from its independent "
-                        f"recomputation (alpha^h_jj v^h_j along W_O^T u, per head, from the attn_out module) by "
-                        f"{split_err:.3e} (max abs error > atol={atol:g}). The split between what attention mixes and what "
-                        "it keeps is wrong: check which W_O slice goes with which head, W_O's orientation (out x in) "
-                        "and that b_O is taken out of the attention output."
-                    )
-                max_err[li] = max(max_err[li], err)
-                max_split_err[li] = max(max_split_err[li], split_err)
-                max_ctx_err[li] = max(max_ctx_err[li], ctx_err)
-                pad = ~chunk_real  # (b, n)
-                any_pad = bool(pad.any())
-                for name in _PER_TOKEN_FIELDS:
-                    stats[name][li, b0:b1, :n].copy_(res[name]).masked_fill_(pad, nan)
-                alpha_self[li, b0:b1, :, :n].copy_(res["alpha_self"]).masked_fill_(pad[:, None, :], nan)
-                for name, t in vecs.items():
-                    view = t[li, b0:b1, :n]
-                    if not direct:
-                        view.copy_(res[name])
-                    if any_pad:
-                        view.masked_fill_(pad[..., None], nan)
-                    if n < N:
-                        t[li, b0:b1, n:] = nan
-                if layer == layer_idx[-1]:
-                    raise _StopForward
-
-            try:
-                _run_hooked(enc, chunk, (_register(enc, layer, state, finish_layer) for layer in layer_idx))
-            finally:
-                state.clear()
+            run.chunk({key: t[b0:b1] for key, t in inputs.items()}, b0)
             if bar is not None:
                 bar.update(b1 - b0)
     finally:
         if bar is not None:
             bar.close()
 
-    from ..data import token_categories
-
-    tok = enc.tokenizer
-    token_strings = tuple(tuple(tok.convert_ids_to_tokens(ids[b][real[b]].tolist())) for b in range(B))
-    return Mixing(
-        layers=layer_idx,
-        input_ids=ids,
-        attention_mask=am,
-        categories=token_categories(enc, ids, am),
-        alpha_self=alpha_self,
-        max_error=max_err,
-        max_attention_error=max_ctx_err,
-        max_split_error=max_split_err,
-        token_strings=token_strings,
-        model_name=enc.name,
-        **stats,
-        **vecs,
-    )
+    real = am.bool()
+    token_strings = tuple(tuple(enc.tokenizer.convert_ids_to_tokens(ids[b][real[b]].tolist())) for b in range(B))
+    return Mixing(layers=layer_idx, input_ids=ids, attention_mask=am, categories=token_categories(enc, ids, am),
+                  alpha_self=results.alpha_self, max_error=results.errors["ln_error"],
+                  max_attention_error=results.errors["attention_error"], max_split_error=results.errors["split_error"],
+                  token_strings=token_strings, model_name=enc.name, **results.stats, **results.vecs)
 
 
-def _register(enc: Any, layer: int, state: dict, finish: Any) -> list[Any]:
-    """Forward hooks on the unmodified modules of one layer; ``finish`` runs at its LayerNorm."""
+class _Results:
+    """The fields of one :func:`decompose` call, ``(L, B, N[, D])``, filled layer by layer and chunk by chunk.
+
+    Every element is written: values at real positions, NaN at padding.
+    """
+
+    def __init__(self, L: int, B: int, N: int, H: int, D: int, keep_vectors: bool) -> None:
+        nan = float("nan")
+        self.stats = {name: torch.full((L, B, N), nan) for name in METRICS}  # (L, B, N)
+        self.alpha_self = torch.full((L, B, H, N), nan)  # (L, B, H, N)
+        self.vecs = {name: torch.empty((L, B, N, D)) for name in VECTOR_FIELDS} if keep_vectors else {}
+        self.errors = {name: np.zeros(L) for name in CHECKS}
+
+    def destinations(self, li: int, b0: int, b1: int, n: int) -> dict[str, torch.Tensor]:
+        """Views of the vector fields where the kernel can write layer ``li`` of sequences b0..b1 directly."""
+        return {name: t[li, b0:b1, :n] for name, t in self.vecs.items()}
+
+    def store(self, li: int, b0: int, b1: int, res: dict[str, torch.Tensor], pad: torch.Tensor, written: bool) -> None:
+        """Copy one layer's result for sequences b0..b1 (``pad`` (b, n): padding) and NaN its padding."""
+        nan = float("nan")
+        n = pad.shape[1]
+        for name in CHECKS:
+            self.errors[name][li] = max(self.errors[name][li], float(res[name]))
+        for name, t in self.stats.items():
+            t[li, b0:b1, :n].copy_(res[name]).masked_fill_(pad, nan)
+        self.alpha_self[li, b0:b1, :, :n].copy_(res["alpha_self"]).masked_fill_(pad[:, None, :], nan)
+        any_pad = bool(pad.any())
+        for name, t in self.vecs.items():
+            view = t[li, b0:b1, :n]
+            if not written:
+                view.copy_(res[name])
+            if any_pad:
+                view.masked_fill_(pad[..., None], nan)
+            t[li, b0:b1, n:] = nan
+
+
+def _check_errors(layer: int, res: dict[str, torch.Tensor], atol: float) -> None:
+    """One RuntimeError naming the layer and the failed self-check, if any exceeds ``atol``."""
+    err, ctx_err, split_err = (float(res[name]) for name in ("ln_error", "attention_error", "split_error"))
+    if not ctx_err <= atol:
+        raise RuntimeError(
+            f"decompose: layer {layer}: attention weights (the model's own, or recomputed from its Q and K) do not "
+            f"reproduce its attention output or do not sum to 1 over the keys (max abs error {ctx_err:.3e} > "
+            f"atol={atol:g}). Is the model in train mode with attention dropout (call enc.model.eval())? mixlib supports "
+            "post-LN BERT-family encoders whose attention output is the weights times the value vectors."
+        )
+    if not err <= atol:
+        raise RuntimeError(
+            f"decompose: layer {layer}: mix + keep_attn + keep_res + bias differs from the model's own "
+            f"LayerNorm output by {err:.3e} (max abs error > atol={atol:g}); the decomposition is not exact "
+            "for this model."
+        )
+    if not split_err <= atol:
+        raise RuntimeError(
+            f"decompose: layer {layer}: f_j(x_j) or sum_{{i!=j}} f_j(x_i) differs from its independent "
+            f"recomputation (alpha^h_jj v^h_j along W_O^T u, per head, from the attn_out module) by "
+            f"{split_err:.3e} (max abs error > atol={atol:g}). The split between what attention mixes and what "
+            "it keeps is wrong: check which W_O slice goes with which head, W_O's orientation (out x in) "
+            "and that b_O is taken out of the attention output."
+        )
+
+
+class _Run:
+    """One :func:`decompose` call's fixed parts (parameters, probes, scratch) and its per-chunk forward pass."""
+
+    def __init__(self, enc: Any, layer_idx: list[int], mdtype: torch.dtype, atol: float, keep_vectors: bool,
+                 results: _Results) -> None:
+        self.enc, self.layer_idx, self.mdtype, self.atol, self.keep_vectors = enc, layer_idx, mdtype, atol, keep_vectors
+        self.results = results
+        # write straight into the float32 results when the model computes in float32 on the CPU
+        self.direct = torch.device(enc.device).type == "cpu" and mdtype == torch.float32
+        self.row_of = {layer: li for li, layer in enumerate(layer_idx)}
+        self.params, self.probes = {}, {}
+        for layer in layer_idx:
+            w_o, b_o = enc.projection(layer, "attn_out")
+            ln = enc.module(layer, "attn_norm")
+            self.params[layer] = (w_o, b_o, ln.weight.detach(), ln.bias.detach(), float(ln.eps))
+            # the split self-check's probe comes from the module itself, not from w_o above
+            self.probes[layer] = split_probe(enc.module(layer, "attn_out"), enc.n_heads)
+        self.workspace = _Workspace(enc.device, mdtype)
+
+    def chunk(self, inputs: dict[str, torch.Tensor], b0: int) -> None:
+        """Decompose sequences ``b0..`` (``inputs``: their rows), padded only as far as their own longest."""
+        real = inputs["attention_mask"].bool()
+        n = int(torch.nonzero(real.any(0)).flatten().max()) + 1  # trailing all-padding columns are dropped
+        dev, enc = self.enc.device, self.enc
+        chunk = {key: t[:, :n].to(dev) for key, t in inputs.items()}
+        real = real[:, :n]  # (b, n)
+        additive = torch.zeros(real.shape, dtype=self.mdtype, device=dev)
+        additive.masked_fill_(~real.to(dev), torch.finfo(self.mdtype).min)  # (b, n)
+        b1 = b0 + real.shape[0]
+        state: dict[int, dict[str, torch.Tensor]] = {}
+
+        def finish_layer(layer: int, ln_in: torch.Tensor, ln_out: torch.Tensor) -> None:
+            li, got = self.row_of[layer], state.pop(layer)
+            w_o, b_o, gamma, beta, eps = self.params[layer]
+            dst = self.results.destinations(li, b0, b1, n) if self.direct else None
+            try:
+                res = decompose_layer(
+                    got["x"], got["q"], got["k"], got["v"], got["context"], got["attn_out"], ln_in, ln_out, additive,
+                    w_o, b_o, gamma, beta, eps, enc.n_heads, alpha=got.get("alpha"), keep_vectors=self.keep_vectors,
+                    out=dst, workspace=self.workspace, probe=self.probes[layer],
+                )
+            finally:
+                got.clear()  # the hooks still hold this dict until the pass ends: let the layer's tensors go now
+            _check_errors(layer, res, self.atol)
+            self.results.store(li, b0, b1, res, ~real, written=self.direct)
+            if layer == self.layer_idx[-1]:
+                raise _StopForward
+
+        try:
+            _run_hooked(enc, chunk, (_register(enc, layer, state, finish_layer, keep_qk=False) for layer in self.layer_idx))
+        finally:
+            state.clear()
+
+
+def _register(enc: Any, layer: int, state: dict, finish: Any, keep_qk: bool = True) -> list[Any]:
+    """Forward hooks on the unmodified modules of one layer; ``finish`` runs at its LayerNorm.
+
+    The slot ``state[layer]`` receives ``x``, ``q``, ``k``, ``v``, ``context``,
+    ``attn_out`` and, when the self-attention module returns its attention
+    weights (eager attention does), ``alpha`` (B, H, N, N); then ``q`` and ``k``
+    become None unless ``keep_qk``.
+    """
     slot = state.setdefault(layer, {})
 
     def on_query(module, args, kwargs, output):
@@ -374,6 +390,13 @@ def _register(enc: Any, layer: int, state: dict, finish: Any) -> list[Any]:
     def on_value(module, args, kwargs, output):
         slot["v"] = output
 
+    def on_self_attn(module, args, kwargs, output):
+        weights = output[1] if isinstance(output, (tuple, list)) and len(output) > 1 else None
+        if isinstance(weights, torch.Tensor) and weights.dim() == 4:
+            slot["alpha"] = weights
+            if not keep_qk:  # only needed to recompute the weights: let them go as the model does
+                slot["q"] = slot["k"] = None
+
     def on_attn_out(module, args, kwargs, output):
         slot["context"] = _first(args, kwargs)
         slot["attn_out"] = output
@@ -384,5 +407,6 @@ def _register(enc: Any, layer: int, state: dict, finish: Any) -> list[Any]:
             raise RuntimeError(f"decompose: layer {layer}: the forward pass did not go through {missing} before the LayerNorm.")
         finish(layer, _first(args, kwargs), output)
 
-    hooks = {"query": on_query, "key": on_key, "value": on_value, "attn_out": on_attn_out, "attn_norm": on_norm}
+    hooks = {"query": on_query, "key": on_key, "value": on_value, "self_attn": on_self_attn, "attn_out": on_attn_out,
+             "attn_norm": on_norm}
     return [enc.module(layer, role).register_forward_hook(fn, with_kwargs=True) for role, fn in hooks.items()]
