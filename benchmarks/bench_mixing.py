@@ -113,7 +113,8 @@ def naive_ratios(enc, batch) -> torch.Tensor:
 #: The steps of one layer's decomposition, by the stage of the breakdown they belong to.
 STAGES = {
     "attention weights (only when the model does not return its own)": ("_attention_weights",),
-    "decomposition arithmetic (split, LayerNorm pieces, norms; vectors)": ("_split", "_inverse_std", "_layernorm_pieces"),
+    "f_j(x_j): the one (B*N, D) x (D, D) product": ("_self_part",),
+    "the rest of the arithmetic (split, LayerNorm pieces, norms; vectors)": ("_split", "_inverse_std", "_layernorm_pieces"),
     "self-checks (attention, split, reconstruction)": ("_check_attention", "_check_split", "_check_reconstruction"),
     "results: copies into the (L, B, N[, D]) fields": ("store",),
 }
@@ -244,6 +245,7 @@ def run_size(enc, B: int, N: int, reps: int, naive_reps: int) -> dict[str, float
         fwd = med["plain forward"]
         print(f"  breakdown of one {label} ({total:.3f} s; plain forward median {fwd:.3f} s = 100%):")
         rows = {stage: sum(spent.get(n, 0.0) for n in names) for stage, names in STAGES.items()}
+        rows[list(STAGES)[2]] -= spent.get("_self_part", 0.0)  # _split calls _self_part: count it once
         # decompose stops after the last layer's attention LayerNorm (no last FFN, no pooler): this row can be negative
         rows["hooks and the rest (left above the forward; < 0: the skipped last FFN)"] = total - fwd - sum(rows.values())
         for stage, sec in rows.items():

@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .mixing import _StopForward, _as_batch, _first, _register, _run_hooked, check_precision
+from .mixing import _StopForward, _as_batch, _chunks, _first, _register, _run_hooked, check_precision
 
 __all__ = ["ContextMaps", "MEASURES", "context_maps", "measure_agreement", "agreement_null"]
 
@@ -250,12 +250,9 @@ def context_maps(
         ln1, ln2 = enc.module(layer, "attn_norm"), enc.module(layer, "ffn_norm")
         params[layer] = (w_o, b_o, ln1.weight.detach(), ln1.bias.detach(), float(ln1.eps), ln2.weight.detach(), float(ln2.eps))
 
-    for b0 in range(0, B, int(batch_size)):
-        b1 = min(B, b0 + int(batch_size))
-        cols = torch.nonzero(am[b0:b1].any(0)).flatten()
-        n = int(cols.max()) + 1
-        chunk = {k: v[b0:b1, :n].to(dev) for k, v in inputs.items()}
-        real = am[b0:b1, :n].bool().to(dev)  # (b, n)
+    for b0, chunk, real in _chunks(inputs, batch_size, dev):
+        n = real.shape[1]
+        real = real.to(dev)  # (b, n)
         additive = torch.zeros(real.shape, device=dev).masked_fill_(~real, torch.finfo(torch.float32).min)
         state: dict[int, dict[str, Any]] = {}
 

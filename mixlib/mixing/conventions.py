@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .forward import _as_batch, _register, _run_hooked, _StopForward
+from .forward import _as_batch, _chunks, _each_layer
 from .kernel import check_precision
 from .result import OVERALL
 from .tables import layer_means
@@ -161,8 +161,7 @@ def mixing_conventions(enc: Any, batch: Any, *, layers: Any = None, batch_size: 
     inputs = _as_batch(enc, batch, max_length)
     ids, am = inputs["input_ids"], inputs["attention_mask"]
     B, N = ids.shape
-    L, D, H = len(layer_idx), enc.d_model, enc.n_heads
-    dh = D // H
+    L = len(layer_idx)
     row_of = {layer: li for li, layer in enumerate(layer_idx)}
     nan = float("nan")
     ratio_names = (*CONVENTIONS, *LN_STEPS)
@@ -171,95 +170,18 @@ def mixing_conventions(enc: Any, batch: Any, *, layers: Any = None, batch_size: 
     ratios = {k: np.full((L, B, N), nan) for k in ratio_names}
     norms = {k: np.full((L, B, N), nan) for k in norm_names}
     cosines = {k: np.full((L, B, N), nan) for k in ("mix_keep", "mix_keep_raw")}
-    state: dict[str, Any] = {}
-    dev = enc.device
+    for b0, chunk, real in _chunks(inputs, batch_size, enc.device):
 
-    def nrm(z: torch.Tensor) -> torch.Tensor:
-        return torch.linalg.vector_norm(z, dim=-1).double()
-
-    def rat(mix: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        a, b = nrm(mix), nrm(keep)
-        return a / (a + b)
-
-    def cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.cosine_similarity(a, b, dim=-1).double()
-
-    for b0 in range(0, B, int(batch_size)):
-        b1 = min(B, b0 + int(batch_size))
-        n = int(torch.nonzero(am[b0:b1].any(0)).flatten().max()) + 1
-        chunk = {k: v[b0:b1, :n].to(dev) for k, v in inputs.items()}
-        real = am[b0:b1, :n].bool()  # (b, n)
-        state.clear()
-
-        def finish(layer: int, ln_in: torch.Tensor, ln_out: torch.Tensor, real=real, b0=b0, b1=b1, n=n) -> None:
-            li = row_of[layer]
-            got = state.pop(layer)
-            x, q, k, v = (got[key].detach().float() for key in ("x", "q", "k", "v"))
-            b = x.shape[0]
-            out_mod, v_mod, ln = enc.module(layer, "attn_out"), enc.module(layer, "value"), enc.module(layer, "attn_norm")
-            w_o = out_mod.weight.detach().float()  # (D, D), out x in
-            b_o = out_mod.bias.detach().float() if out_mod.bias is not None else torch.zeros(D, device=x.device)
-            b_v = v_mod.bias.detach().float() if v_mod.bias is not None else torch.zeros(D, device=x.device)
-            gamma, beta = ln.weight.detach().float(), ln.bias.detach().float()
-            # attention weights, straightforwardly: (b, H, n, n), query j on rows
-            qh = q.view(b, n, H, dh).transpose(1, 2)
-            kh = k.view(b, n, H, dh).transpose(1, 2)
-            scores = qh @ kh.transpose(-1, -2) / math.sqrt(dh)
-            scores = scores.masked_fill(~real.to(x.device)[:, None, None, :], float("-inf"))
-            alpha = torch.softmax(scores, dim=-1)
-            a_self = alpha.diagonal(dim1=-2, dim2=-1)  # (b, H, n)
-            vh = v.view(b, n, H, dh)
-            ctx_all = (alpha @ vh.transpose(1, 2)).transpose(1, 2)  # (b, n, H, dh): sum_i alpha_ji v_i
-            ctx_self = vh * a_self.transpose(1, 2)[..., None]  # (b, n, H, dh)
-            f_all = ctx_all.reshape(b, n, D) @ w_o.t()  # sum_i f_j(x_i), b_V included
-            f_self = ctx_self.reshape(b, n, D) @ w_o.t()  # f_j(x_j)
-            f_oth = f_all - f_self
-            bv_self = (b_v.view(H, dh)[None, None] * a_self.transpose(1, 2)[..., None]).reshape(b, n, D) @ w_o.t()
-            bv_all = (b_v @ w_o.t()).expand(b, n, D)  # sum_i alpha_ji = 1
-            bv_oth = bv_all - bv_self
-            y = x + f_all + b_o  # the LayerNorm input, rebuilt
-            s = torch.sqrt(y.var(dim=-1, unbiased=False, keepdim=True) + ln.eps)  # (b, n, 1)
-
-            def c(z):
-                return z - z.mean(dim=-1, keepdim=True)
-
-            def g(z):
-                return c(z) / s * gamma
-
-            mix, keep = g(f_oth), g(f_self) + g(x)
-            g_bo = g(b_o.expand(b, n, D))
-            r = {
-                "book": rat(mix, keep),
-                "bv_to_bias": rat(g(f_oth - bv_oth), g(f_self - bv_self) + g(x)),
-                "bo_to_keep": rat(mix, keep + g_bo),
-                "bo_to_mix": rat(mix + g_bo, keep),
-                "bias_to_keep": rat(mix, keep + g_bo + beta),
-                "before_ln": rat(f_oth, f_self + x),
-                "scale_only": rat(f_oth / s, (f_self + x) / s),
-                "centre_only": rat(c(f_oth), c(f_self + x)),
-                "gamma_only": rat(f_oth * gamma, (f_self + x) * gamma),
-                "full_ln": rat(mix, keep),
-            }
-            nm = {
-                "mix_raw": nrm(f_oth), "keep_raw": nrm(f_self + x),
-                "mix_centred": nrm(c(f_oth)), "keep_centred": nrm(c(f_self + x)),
-                "mix_centred_gamma": nrm(c(f_oth) * gamma), "keep_centred_gamma": nrm(c(f_self + x) * gamma),
-                "mix_ln": nrm(mix), "keep_ln": nrm(keep), "bias_ln": nrm(g_bo + beta), "out_ln": nrm(mix + keep + g_bo + beta),
-            }
-            cs = {"mix_keep": cos(mix, keep), "mix_keep_raw": cos(f_oth, f_self + x)}
+        def finish(layer: int, got: dict, ln_in: torch.Tensor, ln_out: torch.Tensor, real=real, b0=b0) -> None:
             pad = ~real.numpy()
-            for dst, src in ((ratios, r), (norms, nm), (cosines, cs)):
+            n = pad.shape[1]
+            for dst, src in zip((ratios, norms, cosines), _variants(enc, layer, got, real)):
                 for key, val in src.items():
                     arr = val.cpu().numpy()
                     arr[pad] = nan
-                    dst[key][li, b0:b1, :n] = arr
-            if layer == layer_idx[-1]:
-                raise _StopForward
+                    dst[key][row_of[layer], b0:b0 + arr.shape[0], :n] = arr
 
-        try:
-            _run_hooked(enc, chunk, (_register(enc, layer, state, finish) for layer in layer_idx))
-        finally:
-            state.clear()
+        _each_layer(enc, chunk, layer_idx, finish)
 
     from ..data import token_categories
 
@@ -272,3 +194,82 @@ def mixing_conventions(enc: Any, batch: Any, *, layers: Any = None, batch_size: 
         cosines=cosines,
         model_name=enc.name,
     )
+
+
+def _variants(enc: Any, layer: int, got: dict[str, torch.Tensor], real: torch.Tensor) -> tuple[dict, dict, dict]:
+    """Ratios, norms and cosines of one layer for :func:`mixing_conventions`, computed straightforwardly.
+
+    ``got`` holds the layer's captured ``x``, ``q``, ``k``, ``v`` (b, n, D);
+    ``real`` (b, n) marks real tokens. Shares no code with :func:`decompose`:
+    the attention weights come from Q and K, the LayerNorm input is rebuilt.
+    Returns three dicts of (b, n) float64 tensors.
+    """
+    x, q, k, v = (got[key].detach().float() for key in ("x", "q", "k", "v"))
+    b, n, D = x.shape
+    H = enc.n_heads
+    dh = D // H
+    out_mod, v_mod, ln = enc.module(layer, "attn_out"), enc.module(layer, "value"), enc.module(layer, "attn_norm")
+    w_o = out_mod.weight.detach().float()  # (D, D), out x in
+    b_o = out_mod.bias.detach().float() if out_mod.bias is not None else torch.zeros(D, device=x.device)
+    b_v = v_mod.bias.detach().float() if v_mod.bias is not None else torch.zeros(D, device=x.device)
+    gamma, beta = ln.weight.detach().float(), ln.bias.detach().float()
+    # attention weights, straightforwardly: (b, H, n, n), query j on rows
+    qh = q.view(b, n, H, dh).transpose(1, 2)
+    kh = k.view(b, n, H, dh).transpose(1, 2)
+    scores = qh @ kh.transpose(-1, -2) / math.sqrt(dh)
+    scores = scores.masked_fill(~real.to(x.device)[:, None, None, :], float("-inf"))
+    alpha = torch.softmax(scores, dim=-1)
+    a_self = alpha.diagonal(dim1=-2, dim2=-1)  # (b, H, n)
+    vh = v.view(b, n, H, dh)
+    ctx_all = (alpha @ vh.transpose(1, 2)).transpose(1, 2)  # (b, n, H, dh): sum_i alpha_ji v_i
+    ctx_self = vh * a_self.transpose(1, 2)[..., None]  # (b, n, H, dh)
+    f_all = ctx_all.reshape(b, n, D) @ w_o.t()  # sum_i f_j(x_i), b_V included
+    f_self = ctx_self.reshape(b, n, D) @ w_o.t()  # f_j(x_j)
+    f_oth = f_all - f_self
+    bv_self = (b_v.view(H, dh)[None, None] * a_self.transpose(1, 2)[..., None]).reshape(b, n, D) @ w_o.t()
+    bv_all = (b_v @ w_o.t()).expand(b, n, D)  # sum_i alpha_ji = 1
+    bv_oth = bv_all - bv_self
+    y = x + f_all + b_o  # the LayerNorm input, rebuilt
+    s = torch.sqrt(y.var(dim=-1, unbiased=False, keepdim=True) + ln.eps)  # (b, n, 1)
+
+    def c(z):
+        return z - z.mean(dim=-1, keepdim=True)
+
+    def g(z):
+        return c(z) / s * gamma
+
+    mix, keep = g(f_oth), g(f_self) + g(x)
+    g_bo = g(b_o.expand(b, n, D))
+    r = {
+        "book": _ratio(mix, keep),
+        "bv_to_bias": _ratio(g(f_oth - bv_oth), g(f_self - bv_self) + g(x)),
+        "bo_to_keep": _ratio(mix, keep + g_bo),
+        "bo_to_mix": _ratio(mix + g_bo, keep),
+        "bias_to_keep": _ratio(mix, keep + g_bo + beta),
+        "before_ln": _ratio(f_oth, f_self + x),
+        "scale_only": _ratio(f_oth / s, (f_self + x) / s),
+        "centre_only": _ratio(c(f_oth), c(f_self + x)),
+        "gamma_only": _ratio(f_oth * gamma, (f_self + x) * gamma),
+        "full_ln": _ratio(mix, keep),
+    }
+    nm = {
+        "mix_raw": _norm(f_oth), "keep_raw": _norm(f_self + x),
+        "mix_centred": _norm(c(f_oth)), "keep_centred": _norm(c(f_self + x)),
+        "mix_centred_gamma": _norm(c(f_oth) * gamma), "keep_centred_gamma": _norm(c(f_self + x) * gamma),
+        "mix_ln": _norm(mix), "keep_ln": _norm(keep), "bias_ln": _norm(g_bo + beta), "out_ln": _norm(mix + keep + g_bo + beta),
+    }
+    cs = {"mix_keep": _cos(mix, keep), "mix_keep_raw": _cos(f_oth, f_self + x)}
+    return r, nm, cs
+
+
+def _norm(z: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.vector_norm(z, dim=-1).double()
+
+
+def _ratio(mix: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    a, b = _norm(mix), _norm(keep)
+    return a / (a + b)
+
+
+def _cos(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.cosine_similarity(a, b, dim=-1).double()

@@ -44,6 +44,42 @@ def _run_hooked(enc: Any, chunk: Mapping[str, torch.Tensor], hooks: Iterable[Ite
             h.remove()
 
 
+def _chunks(inputs: Mapping[str, torch.Tensor], batch_size: int, device: Any) -> Iterable[tuple[int, dict[str, torch.Tensor], torch.Tensor]]:
+    """``(b0, chunk, real)`` for each run of ``batch_size`` sequences: the chunk's inputs on ``device``, padded only as
+    far as its own longest sequence (trailing all-padding columns dropped), and ``real`` (b, n), True at real tokens
+    (on the CPU)."""
+    am = inputs["attention_mask"]
+    for b0 in range(0, am.shape[0], int(batch_size)):
+        b1 = min(am.shape[0], b0 + int(batch_size))
+        n = int(torch.nonzero(am[b0:b1].any(0)).flatten().max()) + 1
+        yield b0, {key: t[b0:b1, :n].to(device) for key, t in inputs.items()}, am[b0:b1, :n].bool()
+
+
+def _each_layer(enc: Any, chunk: Mapping[str, torch.Tensor], layer_idx: list[int], finish: Any, keep_qk: bool = True) -> None:
+    """One forward pass of ``chunk``, calling ``finish(layer, got, ln_in, ln_out)`` at each layer's attention LayerNorm.
+
+    ``got`` holds what :func:`_register` captured for that layer; it is emptied
+    right after ``finish`` (the hooks hold it until the pass ends, and a
+    layer's tensors must not outlive it), and the pass stops after the last
+    layer in ``layer_idx``.
+    """
+    state: dict[int, dict[str, Any]] = {}
+
+    def finish_layer(layer: int, ln_in: torch.Tensor, ln_out: torch.Tensor) -> None:
+        got = state.pop(layer)
+        try:
+            finish(layer, got, ln_in, ln_out)
+        finally:
+            got.clear()
+        if layer == layer_idx[-1]:
+            raise _StopForward
+
+    try:
+        _run_hooked(enc, chunk, (_register(enc, layer, state, finish_layer, keep_qk) for layer in layer_idx))
+    finally:
+        state.clear()
+
+
 def _as_tensor(value: Any, key: str) -> torch.Tensor:
     try:
         t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
@@ -237,11 +273,10 @@ def decompose(
     run = _Run(enc, layer_idx, mdtype, atol, keep_vectors, results)
     bar = _progress(B, math.ceil(B / int(batch_size)), progress, f"decompose ({enc.name})")
     try:
-        for b0 in range(0, B, int(batch_size)):
-            b1 = min(B, b0 + int(batch_size))
-            run.chunk({key: t[b0:b1] for key, t in inputs.items()}, b0)
+        for b0, chunk, real in _chunks(inputs, batch_size, enc.device):
+            run.chunk(chunk, real, b0)
             if bar is not None:
-                bar.update(b1 - b0)
+                bar.update(real.shape[0])
     finally:
         if bar is not None:
             bar.close()
@@ -335,39 +370,26 @@ class _Run:
             self.probes[layer] = split_probe(enc.module(layer, "attn_out"), enc.n_heads)
         self.workspace = _Workspace(enc.device, mdtype)
 
-    def chunk(self, inputs: dict[str, torch.Tensor], b0: int) -> None:
-        """Decompose sequences ``b0..`` (``inputs``: their rows), padded only as far as their own longest."""
-        real = inputs["attention_mask"].bool()
-        n = int(torch.nonzero(real.any(0)).flatten().max()) + 1  # trailing all-padding columns are dropped
-        dev, enc = self.enc.device, self.enc
-        chunk = {key: t[:, :n].to(dev) for key, t in inputs.items()}
-        real = real[:, :n]  # (b, n)
+    def chunk(self, chunk: dict[str, torch.Tensor], real: torch.Tensor, b0: int) -> None:
+        """Decompose sequences ``b0..`` (``chunk``: their inputs on the device; ``real`` (b, n): real tokens)."""
+        enc, dev = self.enc, self.enc.device
+        b1, n = b0 + real.shape[0], real.shape[1]
         additive = torch.zeros(real.shape, dtype=self.mdtype, device=dev)
         additive.masked_fill_(~real.to(dev), torch.finfo(self.mdtype).min)  # (b, n)
-        b1 = b0 + real.shape[0]
-        state: dict[int, dict[str, torch.Tensor]] = {}
 
-        def finish_layer(layer: int, ln_in: torch.Tensor, ln_out: torch.Tensor) -> None:
-            li, got = self.row_of[layer], state.pop(layer)
+        def finish(layer: int, got: dict[str, torch.Tensor], ln_in: torch.Tensor, ln_out: torch.Tensor) -> None:
+            li = self.row_of[layer]
             w_o, b_o, gamma, beta, eps = self.params[layer]
             dst = self.results.destinations(li, b0, b1, n) if self.direct else None
-            try:
-                res = decompose_layer(
-                    got["x"], got["q"], got["k"], got["v"], got["context"], got["attn_out"], ln_in, ln_out, additive,
-                    w_o, b_o, gamma, beta, eps, enc.n_heads, alpha=got.get("alpha"), keep_vectors=self.keep_vectors,
-                    out=dst, workspace=self.workspace, probe=self.probes[layer],
-                )
-            finally:
-                got.clear()  # the hooks still hold this dict until the pass ends: let the layer's tensors go now
+            res = decompose_layer(
+                got["x"], got["q"], got["k"], got["v"], got["context"], got["attn_out"], ln_in, ln_out, additive,
+                w_o, b_o, gamma, beta, eps, enc.n_heads, alpha=got.get("alpha"), keep_vectors=self.keep_vectors,
+                out=dst, workspace=self.workspace, probe=self.probes[layer],
+            )
             _check_errors(layer, res, self.atol)
             self.results.store(li, b0, b1, res, ~real, written=self.direct)
-            if layer == self.layer_idx[-1]:
-                raise _StopForward
 
-        try:
-            _run_hooked(enc, chunk, (_register(enc, layer, state, finish_layer, keep_qk=False) for layer in self.layer_idx))
-        finally:
-            state.clear()
+        _each_layer(enc, chunk, self.layer_idx, finish, keep_qk=False)
 
 
 def _register(enc: Any, layer: int, state: dict, finish: Any, keep_qk: bool = True) -> list[Any]:
