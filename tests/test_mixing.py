@@ -297,15 +297,26 @@ def test_cuda_matches_cpu():  # pragma: no cover - runs where a GPU is present
 # ---------------------------------------------------------------------------
 
 
-def test_self_check_catches_dropout():
+def _hide_attention_weights(enc):
+    """Hooks that make every self-attention module return no weights (as SDPA or older transformers do)."""
+    return [enc.module(layer, "self_attn").register_forward_hook(lambda mod, args, out: (out[0], None))
+            for layer in range(enc.n_layers)]
+
+
+@pytest.mark.parametrize("weights", ["the model's own", "recomputed from Q and K"])
+def test_self_check_catches_dropout(weights):
+    """In train mode, attention dropout fails the attention check, whether the weights come from the model or not."""
     enc = make_random_encoder(seed=7)  # attention dropout 0.1
+    handles = _hide_attention_weights(enc) if weights.startswith("recomputed") else []
     enc.model.train()
     try:
         torch.manual_seed(0)
-        with pytest.raises(RuntimeError, match=r"layer 0: attention weights"):
+        with pytest.raises(RuntimeError, match=r"layer 0: attention weights.*enc\.model\.eval\(\)"):
             mixlib.decompose(enc, TEXTS, progress=False)
     finally:
         enc.model.eval()
+        for h in handles:
+            h.remove()
     assert not enc.module(0, "attn_norm")._forward_hooks  # hooks removed after the error
 
 
@@ -413,12 +424,6 @@ def test_split_error_small_on_trained_model(packaged_enc):
     assert (m.max_split_error <= 1e-4).all() and (m.max_split_error > 0).any()
 
 
-def _hide_attention_weights(enc):
-    """Hooks that make every self-attention module return no weights (as SDPA or older transformers do)."""
-    return [enc.module(layer, "self_attn").register_forward_hook(lambda mod, args, out: (out[0], None))
-            for layer in range(enc.n_layers)]
-
-
 def test_weights_recomputed_from_q_and_k_when_the_model_gives_none(tiny_enc, monkeypatch):
     """The model's own attention weights are used when it returns them; otherwise they are recomputed, same result."""
     seen = []
@@ -446,21 +451,6 @@ def test_weights_recomputed_from_q_and_k_when_the_model_gives_none(tiny_enc, mon
         x = torch.zeros(1, 2, tiny_enc.d_model)
         mx.decompose_layer(x, None, None, x, x, x, x, x, torch.zeros(1, 2), torch.eye(tiny_enc.d_model), None,
                            torch.ones(tiny_enc.d_model), torch.zeros(tiny_enc.d_model), 1e-12, tiny_enc.n_heads)
-
-
-def test_recomputed_weights_catch_dropout():
-    """In train mode with the weights recomputed (not the model's own), dropout shows as an attention error."""
-    enc = make_random_encoder(seed=7)  # attention dropout 0.1
-    handles = _hide_attention_weights(enc)
-    enc.model.train()
-    try:
-        torch.manual_seed(0)
-        with pytest.raises(RuntimeError, match=r"layer 0: attention weights.*enc\.model\.eval\(\)"):
-            mixlib.decompose(enc, TEXTS, progress=False)
-    finally:
-        enc.model.eval()
-        for h in handles:
-            h.remove()
 
 
 def _one_token_wrong_head(v, a_self, w_o, tmp, out):
