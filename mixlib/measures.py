@@ -5,7 +5,7 @@ module answers *from where*: for every layer it returns n x n maps whose row j
 says how much each source token i contributes to what token j receives. All
 maps come from one forward pass of the unmodified model, through the same
 forward hooks as :func:`mixlib.decompose` (``query``, ``key``, ``value``,
-``attn_out``, ``attn_norm``; plus ``ffn_norm`` for GlobEnc), and every call
+``self_attn``, ``attn_out``, ``attn_norm``; plus ``ffn_norm`` for GlobEnc), and every call
 checks itself against the model.
 
 Notation (rows j receive, columns i send; ``h`` a head; 0-based layers)::
@@ -56,8 +56,13 @@ it is built for one sequence and a block of receiving tokens at a time
 (:data:`BLOCK_ELEMENTS` floats), so memory is O(B*H*N^2 + block*D) besides the
 (L, B, N, N) results.
 
+The attention weights are the model's own (its eager self-attention returns
+them; recomputed from Q and K where it returns none), and the per-block
+scratch is reused from block to block and layer to layer.
+
 Self-checks on every layer (``RuntimeError`` otherwise, within ``atol``):
-the recomputed attention weights reproduce the model's attention output;
+the attention weights reproduce the model's attention output and their rows
+sum to 1 (the check of :func:`mixlib.decompose`);
 ``sum_i T_{j,i}`` reproduces ``attn_out - b_O``; ``sum_i G_{j,i} + g1(b_O) + beta1``
 reproduces the model's first LayerNorm output.
 """
@@ -73,6 +78,7 @@ import numpy as np
 import torch
 
 from .mixing import _StopForward, _as_batch, _chunks, _first, _register, _run_hooked, check_precision
+from .mixing.kernel import _check_attention, _Workspace
 
 __all__ = ["ContextMaps", "MEASURES", "context_maps", "measure_agreement", "agreement_null"]
 
@@ -157,23 +163,31 @@ class ContextMaps:
 def _block_maps(
     alpha: torch.Tensor, f: torch.Tensor, x: torch.Tensor, scale1: torch.Tensor, gamma2: torch.Tensor,
     inv_s2: torch.Tensor, real: torch.Tensor, out: dict[str, torch.Tensor], j0: int, j1: int, ln1_out: torch.Tensor,
+    ws: _Workspace,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows j0:j1 of one sequence's maps; returns (sum_i T_{j,i}, sum_i G_{j,i}) for the self-checks.
 
-    alpha (H, n, n), f (H, n, D), x (n, D), scale1 (n, D) = gamma1 / s1(j), inv_s2 (n, 1), real (n,) bool,
-    ln1_out (blk, D) the first LayerNorm's own output for rows j0:j1 (ALTI's resultant).
+    alpha (H, n, n), f (n, H, D) the heads' f^h(x_i) sender by sender, x (n, D), scale1 (n, D) = gamma1 / s1(j), inv_s2 (n, 1), real (n,) bool,
+    ln1_out (blk, D) the first LayerNorm's own output for rows j0:j1 (ALTI's resultant); ``ws`` holds the
+    (blk, n, D) scratch.
     """
-    t = torch.einsum("hjn,hnd->jnd", alpha[:, j0:j1], f)  # (blk, n, D): T_{j,i}
+    n, H, D = f.shape
+    blk = j1 - j0
+    a = ws.get("a", (n, blk, H)).copy_(alpha[:, j0:j1].permute(2, 1, 0))  # (n, blk, H): alpha^h_{j,i}, senders first
+    # T_{j,i} = sum_h alpha^h_{j,i} f^h(x_i): one (blk, H) x (H, D) product per sender i; f is (n, H, D)
+    t = torch.bmm(a, f, out=ws.get("t", (n, blk, D))).transpose(0, 1)  # (blk, n, D)
     out["norm"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
     t_sum = t.sum(1)  # (blk, D)
-    rows = torch.arange(j1 - j0)
+    rows = torch.arange(blk)
     t[rows, rows + j0] += x[j0:j1]  # the residual goes to the token itself
     t -= t.mean(-1, keepdim=True)
     t *= scale1[j0:j1, None, :]  # G_{j,i}
-    t.masked_fill_(~real[None, :, None], 0.0)  # padding senders contribute nothing
+    if not bool(real.all()):
+        t.masked_fill_(~real[None, :, None], 0.0)  # padding senders contribute nothing
     out["attn_res_ln"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
     y = t.sum(1)  # (blk, D): sum_i G_{j,i}, checked by the caller: + g1(b_O) + beta1 = ln1_out
-    dist = (ln1_out[:, None, :] - t).abs().sum(-1)  # (blk, n): ||y_j - G_{j,i}||_1, y_j the real LayerNorm output
+    # ||y_j - G_{j,i}||_1, y_j the real LayerNorm output
+    dist = torch.sub(ln1_out[:, None, :], t, out=ws.get("dist", (blk, n, D))).abs_().sum(-1)  # (blk, n)
     c = (ln1_out.abs().sum(-1, keepdim=True) - dist).clamp_min_(0.0) * real[None, :]
     out["alti"][j0:j1] = c / c.sum(-1, keepdim=True).clamp_min(1e-30)
     t -= t.mean(-1, keepdim=True)
@@ -250,6 +264,7 @@ def context_maps(
         ln1, ln2 = enc.module(layer, "attn_norm"), enc.module(layer, "ffn_norm")
         params[layer] = (w_o, b_o, ln1.weight.detach(), ln1.bias.detach(), float(ln1.eps), ln2.weight.detach(), float(ln2.eps))
 
+    ws = _Workspace(dev, check_precision(enc, "context_maps"))  # scratch reused from layer to layer (no fresh large blocks)
     for b0, chunk, real in _chunks(inputs, batch_size, dev):
         n = real.shape[1]
         real = real.to(dev)  # (b, n)
@@ -275,17 +290,20 @@ def context_maps(
             li = row_of[layer]
             w_o, b_o, g1, beta1, eps1, g2, eps2 = params[layer]
             nb = got["x"].shape[0]
-            q = got["q"].view(nb, n, H, dh).transpose(1, 2)  # (b, H, n, dh)
-            k = got["k"].view(nb, n, H, dh).transpose(1, 2)
-            v = got["v"].view(nb, n, H, dh).transpose(1, 2)
-            scores = q @ k.transpose(-1, -2) * dh**-0.5 + additive[:, None, None, :]
-            alpha = torch.softmax(scores, dim=-1)  # (b, H, n, n)
-            ctx = (alpha @ v).transpose(1, 2).reshape(nb, n, D)
-            err = float(((ctx - got["context"]).abs() * real[..., None]).max())
+            v = got["v"].view(nb, n, H, dh).transpose(1, 2)  # (b, H, n, dh)
+            alpha = got.get("alpha")  # (b, H, n, n): the model's own weights (eager attention returns them)
+            if alpha is None:
+                q = got["q"].view(nb, n, H, dh).transpose(1, 2)
+                k = got["k"].view(nb, n, H, dh).transpose(1, 2)
+                alpha = torch.softmax(q @ k.transpose(-1, -2) * dh**-0.5 + additive[:, None, None, :], dim=-1)
+            err = float(_check_attention(alpha, got["v"], got["context"], ws.directions(H, dh), ~real, ws))
             if not err <= atol:
-                raise RuntimeError(f"context_maps: layer {layer}: recomputed attention does not reproduce the model's (max abs error {err:.3e} > atol={atol:g}).")
+                raise RuntimeError(f"context_maps: layer {layer}: the attention weights do not reproduce the model's attention "
+                                   f"output or do not sum to 1 (max abs error {err:.3e} > atol={atol:g}); is the model in "
+                                   "train mode (call enc.model.eval())?")
             w_heads = w_o.t().reshape(H, dh, D)  # (H, dh, D): W_O^h
-            f = torch.einsum("bhnk,hkd->bhnd", v, w_heads)  # (b, H, n, D): f^h(x_i)
+            v_heads = v.transpose(0, 1).reshape(H, nb * n, dh)  # (H, b*n, dh)
+            f = torch.bmm(v_heads, w_heads, out=ws.get("f", (H, nb * n, D))).view(H, nb, n, D)  # f^h(x_i)
             bo = b_o if b_o is not None else torch.zeros(D, device=dev)
 
             def inv_std(y: torch.Tensor, eps: float) -> torch.Tensor:
@@ -297,11 +315,12 @@ def context_maps(
                 nr = int(real[bi].sum())
                 out = {name: torch.zeros((n, n), device=dev) for name in ("norm", "attn_res_ln", "alti", "globenc")}
                 scale1 = g1 * inv_s1[bi]  # (n, D)
+                f_seq = ws.get("f_seq", (n, H, D)).copy_(f[:, bi].transpose(0, 1))  # (n, H, D), contiguous
                 step = max(1, BLOCK_ELEMENTS // max(1, n * D))
                 for j0 in range(0, nr, step):
                     j1 = min(nr, j0 + step)
-                    t_sum, y = _block_maps(alpha[bi], f[bi], got["x"][bi], scale1, g2, inv_s2[bi], real[bi], out, j0, j1,
-                                           got["ln1_out"][bi, j0:j1])
+                    t_sum, y = _block_maps(alpha[bi], f_seq, got["x"][bi], scale1, g2, inv_s2[bi], real[bi], out, j0, j1,
+                                           got["ln1_out"][bi, j0:j1], ws)
                     e1 = float((t_sum - (got["attn_out"][bi, j0:j1] - bo)).abs().max())
                     bias = (bo - bo.mean()) * scale1[j0:j1] + beta1
                     e2 = float((y + bias - got["ln1_out"][bi, j0:j1]).abs().max())

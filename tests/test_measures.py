@@ -105,6 +105,36 @@ def test_maps_match_naive_implementation_in_float64(case):
     assert (cm.max_error < 1e-10).all()
 
 
+def test_maps_equal_with_recomputed_attention_weights(case):
+    """Where the model returns no attention weights (SDPA, older transformers), they are recomputed: same maps."""
+    enc, batch = case
+    own = context_maps(enc, batch, batch_size=2)
+    handles = [enc.module(layer, "self_attn").register_forward_hook(lambda mod, args, out: (out[0], None))
+               for layer in range(enc.n_layers)]
+    try:
+        recomputed = context_maps(enc, batch, batch_size=2)
+    finally:
+        for h in handles:
+            h.remove()
+    for name in MEASURES:
+        torch.testing.assert_close(recomputed[name], own[name], atol=1e-6, rtol=1e-5, equal_nan=True, msg=name)
+
+
+def test_dropout_fails_the_attention_check(tiny_enc):
+    import copy
+    import dataclasses
+
+    model = copy.deepcopy(tiny_enc.model)
+    model.config.attention_probs_dropout_prob = 0.5
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.5
+    enc = dataclasses.replace(tiny_enc, model=model.train())
+    torch.manual_seed(0)
+    with pytest.raises(RuntimeError, match=r"attention weights.*eval\(\)"):
+        context_maps(enc, ["The cat sat on the mat."])
+
+
 def test_alti_differs_from_its_bias_free_variant(packaged_enc):
     """The convention matters: without g1(b_O) + beta1 in the resultant (mixlib's ALTI before issue 21) the map of
     the real packaged BERT differs by far more than rounding; with it, mixlib's map is the authors' definition."""
