@@ -152,7 +152,8 @@ def stage_timers():
 
 
 def peak_rss_mb(method: str, L: int, H: int, D: int, B: int, N: int, threads: int) -> float:
-    """Peak resident memory (MiB) that one call of ``method`` adds above the loaded model and batch (own process).
+    """Peak resident memory (MiB) that one call of ``method`` (``plain``, ``decompose`` with ``vectors=False``, or
+    ``context_maps``) adds above the loaded model and batch (own process).
 
     Linux (glibc): large allocations are mapped one by one (so resident memory is memory in use); after one
     warm-up call, the peak (VmHWM) is reset through /proc/self/clear_refs before each of three calls; the
@@ -163,9 +164,11 @@ def peak_rss_mb(method: str, L: int, H: int, D: int, B: int, N: int, threads: in
         f"torch.set_num_threads({threads}); enc = bm.make_encoder({L}, {H}, {D}); batch = bm.make_batch(enc, {B}, {N})\n"
         "def status(key):\n"
         "    return next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith(key))\n"
+        "calls = {'plain': lambda: enc.model(**batch), 'context_maps': lambda: mixlib.context_maps(enc, batch),\n"
+        "         'decompose': lambda: mixlib.decompose(enc, batch, progress=False, vectors=False)}\n"
         "def call():\n"
         "    with torch.no_grad():\n"
-        f"        enc.model(**batch) if {method!r} == 'plain' else mixlib.decompose(enc, batch, progress=False, vectors=False)\n"
+        f"        calls[{method!r}]()\n"
         "call(); deltas = []\n"
         "for _ in range(3):\n"
         "    gc.collect(); ctypes.CDLL(None).malloc_trim(0)  # free heap pages back to the system: a clean start\n"

@@ -167,34 +167,55 @@ def _block_maps(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows j0:j1 of one sequence's maps; returns (sum_i T_{j,i}, sum_i G_{j,i}) for the self-checks.
 
-    alpha (H, n, n), f (n, H, D) the heads' f^h(x_i) sender by sender, x (n, D), scale1 (n, D) = gamma1 / s1(j), inv_s2 (n, 1), real (n,) bool,
-    ln1_out (blk, D) the first LayerNorm's own output for rows j0:j1 (ALTI's resultant); ``ws`` holds the
-    (blk, n, D) scratch.
+    alpha (H, n, n), f (n, H, D) the heads' f^h(x_i) sender by sender, x (n, D), scale1 (n, D) = gamma1 / s1(j),
+    inv_s2 (n, 1), real (n,) bool, ln1_out (blk, D) the first LayerNorm's own output for rows j0:j1 (ALTI's
+    resultant); ``ws`` holds the (blk, n, D) scratch. One step function per map, in the order they build on each other.
+    """
+    t = _contributions(alpha, f, j0, j1, ws)  # (blk, n, D): T_{j,i}
+    out["norm"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
+    t_sum = t.sum(1)  # (blk, D)
+    _to_attn_res_ln(t, x, scale1, real, j0, j1)  # t becomes G_{j,i}
+    out["attn_res_ln"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
+    y = t.sum(1)  # (blk, D): sum_i G_{j,i}, checked by the caller: + g1(b_O) + beta1 = ln1_out
+    out["alti"][j0:j1] = _alti(t, ln1_out, real, ws)
+    out["globenc"][j0:j1] = _globenc(t, gamma2, inv_s2[j0:j1])
+    return t_sum, y
+
+
+def _contributions(alpha: torch.Tensor, f: torch.Tensor, j0: int, j1: int, ws: _Workspace) -> torch.Tensor:
+    """``T_{j,i} = sum_h alpha^h_{j,i} f^h(x_i)`` for rows j0:j1, ``(blk, n, D)`` (a view of scratch).
+
+    One (blk, H) x (H, D) product per sender i, batched over the senders.
     """
     n, H, D = f.shape
     blk = j1 - j0
     a = ws.get("a", (n, blk, H)).copy_(alpha[:, j0:j1].permute(2, 1, 0))  # (n, blk, H): alpha^h_{j,i}, senders first
-    # T_{j,i} = sum_h alpha^h_{j,i} f^h(x_i): one (blk, H) x (H, D) product per sender i; f is (n, H, D)
-    t = torch.bmm(a, f, out=ws.get("t", (n, blk, D))).transpose(0, 1)  # (blk, n, D)
-    out["norm"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
-    t_sum = t.sum(1)  # (blk, D)
-    rows = torch.arange(blk)
+    return torch.bmm(a, f, out=ws.get("t", (n, blk, D))).transpose(0, 1)
+
+
+def _to_attn_res_ln(t: torch.Tensor, x: torch.Tensor, scale1: torch.Tensor, real: torch.Tensor, j0: int, j1: int) -> None:
+    """In place: ``T_{j,i}`` -> ``G_{j,i} = g1(T_{j,i})``, with ``x_j`` added to the token's own part first."""
+    rows = torch.arange(j1 - j0)
     t[rows, rows + j0] += x[j0:j1]  # the residual goes to the token itself
     t -= t.mean(-1, keepdim=True)
-    t *= scale1[j0:j1, None, :]  # G_{j,i}
+    t *= scale1[j0:j1, None, :]
     if not bool(real.all()):
         t.masked_fill_(~real[None, :, None], 0.0)  # padding senders contribute nothing
-    out["attn_res_ln"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
-    y = t.sum(1)  # (blk, D): sum_i G_{j,i}, checked by the caller: + g1(b_O) + beta1 = ln1_out
-    # ||y_j - G_{j,i}||_1, y_j the real LayerNorm output
-    dist = torch.sub(ln1_out[:, None, :], t, out=ws.get("dist", (blk, n, D))).abs_().sum(-1)  # (blk, n)
+
+
+def _alti(g: torch.Tensor, ln1_out: torch.Tensor, real: torch.Tensor, ws: _Workspace) -> torch.Tensor:
+    """ALTI's rows: ``max(0, ||y_j||_1 - ||y_j - G_{j,i}||_1)``, normalised; ``y_j`` the real LayerNorm output."""
+    dist = torch.sub(ln1_out[:, None, :], g, out=ws.get("dist", g.shape)).abs_().sum(-1)  # (blk, n)
     c = (ln1_out.abs().sum(-1, keepdim=True) - dist).clamp_min_(0.0) * real[None, :]
-    out["alti"][j0:j1] = c / c.sum(-1, keepdim=True).clamp_min(1e-30)
-    t -= t.mean(-1, keepdim=True)
-    t *= gamma2
-    t *= inv_s2[j0:j1, None, :]
-    out["globenc"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
-    return t_sum, y
+    return c / c.sum(-1, keepdim=True).clamp_min(1e-30)
+
+
+def _globenc(g: torch.Tensor, gamma2: torch.Tensor, inv_s2: torch.Tensor) -> torch.Tensor:
+    """GlobEnc's rows: ``||g2(G_{j,i})||``, the second LayerNorm linearised at its own s2 (``g`` is overwritten)."""
+    g -= g.mean(-1, keepdim=True)
+    g *= gamma2
+    g *= inv_s2[:, None, :]
+    return torch.linalg.vector_norm(g, dim=-1)
 
 
 def context_maps(

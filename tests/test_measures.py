@@ -255,3 +255,24 @@ def test_offdiag_agreement_and_null(case):
     assert abs(null.mean()) < 0.3 and null.max() < 0.9
     again = mixlib.measures.agreement_null(cm, "norm", "norm", layer=0, n_perm=20, seed=1)
     np.testing.assert_array_equal(null, again)
+
+
+def test_benchmark_breakdown_times_the_maps_steps(capsys):
+    """benchmarks/bench_measures.py --quick runs, and its per-map timers find every step of mixlib.measures they name."""
+    import sys
+    from pathlib import Path
+
+    from mixlib import measures
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        import bench_measures
+    finally:
+        sys.path.pop(0)
+    before = {name: getattr(measures, name) for names in bench_measures.STAGES.values() for name in names}
+    assert bench_measures.main(["--quick", "--repeats", "1", "--threads", "1", "--no-memory"]) == 0
+    out = capsys.readouterr().out
+    assert "context_maps / decompose(vectors=False)" in out
+    for stage in bench_measures.STAGES:
+        assert stage in out
+    assert all(getattr(measures, name) is fn for name, fn in before.items())
