@@ -19,7 +19,6 @@ Ratios are printed, never asserted. Run::
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 import time
@@ -28,7 +27,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_mixing import cpu_name, make_batch, make_encoder, peak_rss_mb  # noqa: E402
+from bench_mixing import (add_size_arguments, cpu_name, make_batch, make_encoder, peak_rss_mb,  # noqa: E402
+                          print_breakdown, sizes_of, step_timers)
 
 #: The steps of :mod:`mixlib.measures`, by the map (or check) they serve.
 STAGES = {
@@ -41,31 +41,11 @@ STAGES = {
 TARGET = 2.0
 
 
-@contextlib.contextmanager
 def stage_timers():
-    """Accumulate wall seconds per step of :mod:`mixlib.measures` while inside."""
+    """Wall seconds per step of :mod:`mixlib.measures` named in :data:`STAGES`, while inside."""
     from mixlib import measures
 
-    spent: dict[str, float] = {}
-    patched = []
-    for names in STAGES.values():
-        for name in names:
-            fn = getattr(measures, name)
-
-            def wrapper(*args, _fn=fn, _name=name, **kwargs):
-                t0 = time.perf_counter()
-                try:
-                    return _fn(*args, **kwargs)
-                finally:
-                    spent[_name] = spent.get(_name, 0.0) + time.perf_counter() - t0
-
-            setattr(measures, name, wrapper)
-            patched.append((name, fn))
-    try:
-        yield spent
-    finally:
-        for name, fn in patched:
-            setattr(measures, name, fn)
+    return step_timers((measures, name) for names in STAGES.values() for name in names)
 
 
 def run_size(enc, B: int, N: int, reps: int) -> float:
@@ -95,28 +75,17 @@ def run_size(enc, B: int, N: int, reps: int) -> float:
         mixlib.context_maps(enc, batch)
         total = time.perf_counter() - t0
     base = med["decompose(vectors=False)"]
-    print(f"  breakdown of one context_maps ({total:.3f} s; decompose(vectors=False) median {base:.3f} s = 100%):")
     rows = {stage: sum(spent.get(n, 0.0) for n in names) for stage, names in STAGES.items()}
     rows["forward, hooks and the rest (f^h(x_i), copies, checks of the sums)"] = total - sum(rows.values())
-    for stage, sec in rows.items():
-        print(f"    {stage:<70} {sec:7.3f} s {100 * sec / base:6.1f}%")
+    print_breakdown("context_maps", total, "decompose(vectors=False)", base, rows)
     return ratio
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small model and batch (4 layers, d=256, 8 x 64 tokens)")
-    ap.add_argument("--sizes", default="16x128,32x128", help="comma-separated SEQUENCESxTOKENS (default 16x128,32x128)")
-    ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts (default 1,2)")
-    ap.add_argument("--repeats", type=int, default=None, help="timed repeats (default 5; 3 with --quick)")
-    ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement")
+    add_size_arguments(ap, repeats=5)
     args = ap.parse_args(argv)
-    if args.quick:
-        L, H, D, sizes, reps = 4, 4, 256, [(8, 64)], 3
-    else:
-        L, H, D, reps = 12, 12, 768, 5
-        sizes = [tuple(int(x) for x in size.split("x")) for size in args.sizes.split(",")]
-    reps = args.repeats or reps
+    L, H, D, sizes, reps = sizes_of(args, repeats=5)
     enc = make_encoder(L, H, D)
     print(f"model: {enc!r}; torch {torch.__version__}; CPU: {cpu_name()}")
     failed = []

@@ -44,6 +44,9 @@ import sys
 import time
 from pathlib import Path
 
+from collections.abc import Iterable
+from typing import Any
+
 import torch
 
 
@@ -121,34 +124,58 @@ STAGES = {
 
 
 @contextlib.contextmanager
-def stage_timers():
-    """Accumulate wall seconds per kernel step while inside (the steps are patched with timed wrappers)."""
-    from mixlib.mixing import forward, kernel
-
+def step_timers(steps: Iterable[tuple[Any, str]]):
+    """Accumulate wall seconds per step while inside: each ``(owner, name)`` is patched with a timed wrapper."""
     spent: dict[str, float] = {}
     patched = []
-
-    def timed(owner, name):
+    for owner, name in steps:
         fn = getattr(owner, name)
 
-        def wrapper(*args, **kwargs):
+        def wrapper(*args, _fn=fn, _name=name, **kwargs):
             t0 = time.perf_counter()
             try:
-                return fn(*args, **kwargs)
+                return _fn(*args, **kwargs)
             finally:
-                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+                spent[_name] = spent.get(_name, 0.0) + time.perf_counter() - t0
 
         setattr(owner, name, wrapper)
         patched.append((owner, name, fn))
-
-    for names in STAGES.values():
-        for name in names:
-            timed(forward._Results if name == "store" else kernel, name)
     try:
         yield spent
     finally:
         for owner, name, fn in reversed(patched):
             setattr(owner, name, fn)
+
+
+def stage_timers():
+    """:func:`step_timers` over the steps of :data:`STAGES` (the kernel's functions and ``_Results.store``)."""
+    from mixlib.mixing import forward, kernel
+
+    return step_timers((forward._Results if name == "store" else kernel, name) for names in STAGES.values() for name in names)
+
+
+def print_breakdown(label: str, total: float, base_label: str, base: float, rows: dict[str, float]) -> None:
+    """One timed call's seconds per stage, as a share of the baseline's median."""
+    print(f"  breakdown of one {label} ({total:.3f} s; {base_label} median {base:.3f} s = 100%):")
+    for stage, sec in rows.items():
+        print(f"    {stage:<70} {sec:7.3f} s {100 * sec / base:6.1f}%")
+
+
+def add_size_arguments(ap: argparse.ArgumentParser, repeats: int) -> None:
+    """The options both benchmarks share: --quick, --sizes, --threads, --repeats, --no-memory."""
+    ap.add_argument("--quick", action="store_true", help="small model and batch (4 layers, d=256, 8 x 64 tokens)")
+    ap.add_argument("--sizes", default="16x128,32x128", help="comma-separated SEQUENCESxTOKENS (default 16x128,32x128)")
+    ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts (default 1,2)")
+    ap.add_argument("--repeats", type=int, default=None, help=f"timed repeats (default {repeats}; 3 with --quick)")
+    ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement (subprocesses)")
+
+
+def sizes_of(args: argparse.Namespace, repeats: int) -> tuple[int, int, int, list[tuple[int, int]], int]:
+    """``(L, H, D, sizes, repeats)`` from the options of :func:`add_size_arguments`."""
+    if args.quick:
+        return 4, 4, 256, [(8, 64)], args.repeats or 3
+    sizes = [tuple(int(x) for x in size.split("x")) for size in args.sizes.split(",")]
+    return 12, 12, 768, sizes, args.repeats or repeats
 
 
 def peak_rss_mb(method: str, L: int, H: int, D: int, B: int, N: int, threads: int) -> float:
@@ -246,33 +273,21 @@ def run_size(enc, B: int, N: int, reps: int, naive_reps: int) -> dict[str, float
             mixlib.decompose(enc, batch, progress=False, vectors=vec)
             total = time.perf_counter() - t0
         fwd = med["plain forward"]
-        print(f"  breakdown of one {label} ({total:.3f} s; plain forward median {fwd:.3f} s = 100%):")
         rows = {stage: sum(spent.get(n, 0.0) for n in names) for stage, names in STAGES.items()}
         rows[list(STAGES)[2]] -= spent.get("_self_part", 0.0)  # _split calls _self_part: count it once
         # decompose stops after the last layer's attention LayerNorm (no last FFN, no pooler): this row can be negative
         rows["hooks and the rest (left above the forward; < 0: the skipped last FFN)"] = total - fwd - sum(rows.values())
-        for stage, sec in rows.items():
-            print(f"    {stage:<70} {sec:7.3f} s {100 * sec / fwd:6.1f}%")
+        print_breakdown(label, total, "plain forward", fwd, rows)
     return got
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="small model and batch (4 layers, d=256, 8 x 64 tokens)")
-    ap.add_argument("--sizes", default="16x128,32x128", help="comma-separated SEQUENCESxTOKENS (default 16x128,32x128)")
-    ap.add_argument("--threads", default="1,2", help="comma-separated torch thread counts (default 1,2)")
-    ap.add_argument("--repeats", type=int, default=None, help="timed repeats (default 7; 3 with --quick)")
+    add_size_arguments(ap, repeats=7)
     ap.add_argument("--naive-repeats", type=int, default=1,
                     help="repeats that also time the slow n x n x d implementation, at the first size and thread count")
-    ap.add_argument("--no-memory", action="store_true", help="skip the peak-memory measurement (two subprocesses a size)")
     args = ap.parse_args(argv)
-
-    if args.quick:
-        L, H, D, sizes, reps = 4, 4, 256, [(8, 64)], 3
-    else:
-        L, H, D, reps = 12, 12, 768, 7
-        sizes = [tuple(int(x) for x in size.split("x")) for size in args.sizes.split(",")]
-    reps = args.repeats or reps
+    L, H, D, sizes, reps = sizes_of(args, repeats=7)
     enc = make_encoder(L, H, D)
     print(f"model: {enc!r}; torch {torch.__version__}; CPU: {cpu_name()}")
     failed = []

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from .result import VECTOR_FIELDS
+from .result import NORM_METRICS, VECTOR_FIELDS
 
 #: Tokens per block in the per-token part of :func:`decompose_layer` (keeps its working set in the CPU cache).
 BLOCK_TOKENS = 512
@@ -261,8 +261,6 @@ def _check_reconstruction(mix: torch.Tensor, keep_ln: torch.Tensor, bias: torch.
     return torch.linalg.vector_norm(diff, ord=float("inf"))
 
 
-NORM_FIELDS = ("norm_mix", "norm_keep_attn", "norm_res", "norm_keep", "norm_mix_ln", "norm_keep_attn_ln", "norm_res_ln",
-               "norm_keep_ln")
 CHECKS = ("attention_error", "split_error", "ln_error")
 
 
@@ -353,7 +351,7 @@ def decompose_layer(
     new = {"device": x.device, "dtype": x.dtype}
     vec = {name: out[name] if out.get(name) is not None else torch.empty((B, N, D), **new)
            for name in VECTOR_FIELDS} if keep_vectors else {}
-    norms = {name: torch.empty((B, N), **new) for name in NORM_FIELDS}  # (B, N) each
+    norms = {name: torch.empty((B, N), **new) for name in NORM_METRICS}  # (B, N) each
     a_self = torch.empty((B, N, H), **new)  # alpha^h_{j,j}
     b_c = (b_o - b_o.mean()) * gamma if b_o is not None else torch.zeros_like(gamma)  # (D,): centred b_O times gamma
     r = ws.directions(H, D // H)  # (H, d'): one fixed random unit vector per head
