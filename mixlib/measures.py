@@ -51,20 +51,34 @@ authors' ``modeling_bert.py`` and ``attention_rollout.py``). ``normalize=True``
 scales every layer's rows to sum 1 first, a variant for comparing methods on
 one scale that GlobEnc's authors do not use.
 
-Memory: the (n, n, D) tensor of all ``T_{j,i}`` never exists for a whole batch;
-it is built for one sequence and a block of receiving tokens at a time
-(:data:`BLOCK_ELEMENTS` floats), so memory is O(B*H*N^2 + block*D) besides the
-(L, B, N, N) results.
+How they are computed: the (n, n, D) tensor of all ``T_{j,i}`` is never
+built. Both LayerNorms are linear at their fixed ``s``, and ``s`` belongs to
+the receiver j, so with ``f1 = c(f) * gamma1`` and ``f2 = c(f1) * gamma2``
+(``c`` centres over the D features), per sender i::
+
+    ||T_{j,i}||              = sqrt(a^T K_i a)                        K_i  = F_i F_i^T    (H, H)
+    ||G_{j,i}|| * s1(j)      = sqrt(a^T K1_i a)  (+ the x_j terms)    K1_i = F1_i F1_i^T
+    ||g2(G_{j,i})|| * s1 s2  = sqrt(a^T K2_i a)  (+ the x_j terms)    K2_i = F2_i F2_i^T
+
+with ``a = (alpha^h_{j,i})_h``; on the diagonal, ``2 a^T F1_j x1_j + ||x1_j||^2``
+(and the same with f2, x2) add the residual. That is n H^2 D + n^2 H^2 work per
+sequence in place of n^2 H D. Only ALTI's L1 distances need the vectors:
+``s1(j) G_{j,i} = sum_h alpha^h_{j,i} f1^h_i``, one batched product per block of
+receiving tokens (:data:`BLOCK_ELEMENTS` floats) over ``-s1(j) y_j``, then the
+absolute sum. Memory is O(B*H*N^2 + N*H*D + block*D) besides the (L, B, N, N)
+results.
 
 The attention weights are the model's own (its eager self-attention returns
-them; recomputed from Q and K where it returns none), and the per-block
-scratch is reused from block to block and layer to layer.
+them; recomputed from Q and K where it returns none), and all scratch is
+reused from sequence to sequence and layer to layer.
 
 Self-checks on every layer (``RuntimeError`` otherwise, within ``atol``):
 the attention weights reproduce the model's attention output and their rows
-sum to 1 (the check of :func:`mixlib.decompose`);
-``sum_i T_{j,i}`` reproduces ``attn_out - b_O``; ``sum_i G_{j,i} + g1(b_O) + beta1``
-reproduces the model's first LayerNorm output.
+sum to 1 (the check of :func:`mixlib.decompose`); along a fixed random
+direction u, ``sum_i T_{j,i}`` reproduces ``attn_out - b_O`` and
+``sum_i G_{j,i} + g1(b_O) + beta1`` the model's first LayerNorm output (so
+f, f1 and s1, from which every map is built, are the model's); and s2, gamma2
+and beta2 reproduce the second LayerNorm's output.
 """
 
 from __future__ import annotations
@@ -92,7 +106,7 @@ MEASURES: dict[str, str] = {
 }
 #: Measures that :meth:`ContextMaps.rollout` aggregates over layers, each as its authors do.
 ROLLOUT_MEASURES = ("attention", "alti", "globenc")
-#: Floats per block of T_{j,i} (one sequence x a block of receiving tokens x N x D).
+#: Floats per block of ALTI's vectors (one sequence's senders x a block of receiving tokens x D).
 BLOCK_ELEMENTS = 1 << 21
 
 
@@ -160,62 +174,156 @@ class ContextMaps:
         return out
 
 
-def _block_maps(
-    alpha: torch.Tensor, f: torch.Tensor, x: torch.Tensor, scale1: torch.Tensor, gamma2: torch.Tensor,
-    inv_s2: torch.Tensor, real: torch.Tensor, out: dict[str, torch.Tensor], j0: int, j1: int, ln1_out: torch.Tensor,
-    ws: _Workspace,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows j0:j1 of one sequence's maps; returns (sum_i T_{j,i}, sum_i G_{j,i}) for the self-checks.
+def _sequence_maps(alpha: torch.Tensor, v: torch.Tensor, p: dict[str, Any], tok: dict[str, torch.Tensor],
+                   ws: _Workspace) -> tuple[dict[str, torch.Tensor], float, float]:
+    """One sequence's four norm-based maps ``(nr, nr)`` (rows receive) and its two sum checks' errors.
 
-    alpha (H, n, n), f (n, H, D) the heads' f^h(x_i) sender by sender, x (n, D), scale1 (n, D) = gamma1 / s1(j),
-    inv_s2 (n, 1), real (n,) bool, ln1_out (blk, D) the first LayerNorm's own output for rows j0:j1 (ALTI's
-    resultant); ``ws`` holds the (blk, n, D) scratch. One step function per map, in the order they build on each other.
+    alpha (H, nr, nr) and v (H, nr, d') over the sequence's real tokens; ``p`` the layer's parameters
+    (:func:`_layer_params`); ``tok`` the real tokens' tensors: x (the layer's input), inv_s1, inv_s2 (nr, 1),
+    and the model's own attn_out and ln1_out. One step function per piece of the equations.
     """
-    t = _contributions(alpha, f, j0, j1, ws)  # (blk, n, D): T_{j,i}
-    out["norm"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
-    t_sum = t.sum(1)  # (blk, D)
-    _to_attn_res_ln(t, x, scale1, real, j0, j1)  # t becomes G_{j,i}
-    out["attn_res_ln"][j0:j1] = torch.linalg.vector_norm(t, dim=-1)
-    y = t.sum(1)  # (blk, D): sum_i G_{j,i}, checked by the caller: + g1(b_O) + beta1 = ln1_out
-    out["alti"][j0:j1] = _alti(t, ln1_out, real, ws)
-    out["globenc"][j0:j1] = _globenc(t, gamma2, inv_s2[j0:j1])
-    return t_sum, y
+    H, nr, _ = v.shape
+    D = p["w_heads"].shape[-1]
+    f_h = torch.bmm(v, p["w_heads"], out=ws.get("f_h", (H, nr, D)))  # f^h(x_i), heads first
+    f = ws.get("f", (nr, H, D)).copy_(f_h.transpose(0, 1))  # (nr, H, D): sender by sender
+    a = ws.get("a", (nr, nr, H)).copy_(alpha.permute(2, 1, 0))  # a[i, j, h] = alpha^h_{j,i}, senders first
+    f1, f2, x1, x2 = _layernorm_terms(f, tok["x"], p["gamma1"], p["gamma2"], ws)
+    e_attn, e_ln = _check_sums(a, f, f1, x1, p, tok, ws)
+    inv_s1 = tok["inv_s1"]
+    maps = {"norm": _gram_norms(a, f, None, ws),
+            "attn_res_ln": _gram_norms(a, f1, x1, ws).mul_(inv_s1),
+            "alti": _alti(a, f1, x1, tok["ln1_out"], inv_s1, ws),
+            "globenc": _gram_norms(a, f2, x2, ws).mul_(inv_s1 * tok["inv_s2"])}
+    return maps, e_attn, e_ln
 
 
-def _contributions(alpha: torch.Tensor, f: torch.Tensor, j0: int, j1: int, ws: _Workspace) -> torch.Tensor:
-    """``T_{j,i} = sum_h alpha^h_{j,i} f^h(x_i)`` for rows j0:j1, ``(blk, n, D)`` (a view of scratch).
+def _layernorm_terms(f: torch.Tensor, x: torch.Tensor, gamma1: torch.Tensor, gamma2: torch.Tensor,
+                     ws: _Workspace) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The parts through the LayerNorms, up to the receiver's scalars: ``f1 = c(f) * gamma1``, ``f2 = c(f1) * gamma2``.
 
-    One (blk, H) x (H, D) product per sender i, batched over the senders.
+    ``c`` centres over the D features. Then ``G_{j,i} = sum_h alpha^h_{j,i} f1^h_i / s1(j)`` (plus ``x1_j / s1(j)``
+    on the diagonal), and GlobEnc's ``g2(G_{j,i})`` is the same with ``f2``, ``x2`` and ``1 / (s1(j) s2(j))``:
+    both LayerNorms are linear at fixed s, and their s belong to the receiver, so they leave the sums over heads.
     """
-    n, H, D = f.shape
-    blk = j1 - j0
-    a = ws.get("a", (n, blk, H)).copy_(alpha[:, j0:j1].permute(2, 1, 0))  # (n, blk, H): alpha^h_{j,i}, senders first
-    return torch.bmm(a, f, out=ws.get("t", (n, blk, D))).transpose(0, 1)
+    f1 = torch.sub(f, f.mean(-1, keepdim=True), out=ws.get("f1", f.shape)).mul_(gamma1)
+    f2 = torch.sub(f1, f1.mean(-1, keepdim=True), out=ws.get("f2", f.shape)).mul_(gamma2)
+    x1 = (x - x.mean(-1, keepdim=True)).mul_(gamma1)
+    x2 = (x1 - x1.mean(-1, keepdim=True)).mul_(gamma2)
+    return f1, f2, x1, x2
 
 
-def _to_attn_res_ln(t: torch.Tensor, x: torch.Tensor, scale1: torch.Tensor, real: torch.Tensor, j0: int, j1: int) -> None:
-    """In place: ``T_{j,i}`` -> ``G_{j,i} = g1(T_{j,i})``, with ``x_j`` added to the token's own part first."""
-    rows = torch.arange(j1 - j0)
-    t[rows, rows + j0] += x[j0:j1]  # the residual goes to the token itself
-    t -= t.mean(-1, keepdim=True)
-    t *= scale1[j0:j1, None, :]
-    if not bool(real.all()):
-        t.masked_fill_(~real[None, :, None], 0.0)  # padding senders contribute nothing
+def _gram_norms(a: torch.Tensor, f: torch.Tensor, x: torch.Tensor | None, ws: _Workspace) -> torch.Tensor:
+    """``||sum_h a[i, j, h] f[i, h] (+ x[j] where i == j)||`` for every pair, ``(nr, nr)`` rows receiving.
+
+    Never builds the (n, n, D) vectors: ``||sum_h a_h f_h||^2 = a^T K_i a`` with ``K_i = F_i F_i^T`` the senders'
+    (H, H) Gram matrices, and the diagonal adds ``2 a^T (F_j x_j) + ||x_j||^2``. That is n H^2 D + n^2 H^2 work
+    in place of n^2 H D.
+    """
+    gram = torch.bmm(f, f.transpose(1, 2), out=ws.get("gram", (f.shape[0], f.shape[1], f.shape[1])))  # (nr, H, H)
+    sq = torch.bmm(a, gram).mul_(a).sum(-1)  # (nr_i, nr_j): a^T K_i a
+    if x is not None:
+        cross = torch.mul(f, x[:, None, :], out=ws.get("tmp", f.shape)).sum(-1)  # (nr, H): f^h_j . x_j
+        own = torch.diagonal(a).t()  # (nr, H): alpha^h_{j,j}
+        torch.diagonal(sq).add_(cross.mul_(own).sum(-1).mul_(2.0)).add_(x.square().sum(-1))
+    return sq.clamp_min_(0.0).sqrt_().t()
 
 
-def _alti(g: torch.Tensor, ln1_out: torch.Tensor, real: torch.Tensor, ws: _Workspace) -> torch.Tensor:
-    """ALTI's rows: ``max(0, ||y_j||_1 - ||y_j - G_{j,i}||_1)``, normalised; ``y_j`` the real LayerNorm output."""
-    dist = torch.sub(ln1_out[:, None, :], g, out=ws.get("dist", g.shape)).abs_().sum(-1)  # (blk, n)
-    c = (ln1_out.abs().sum(-1, keepdim=True) - dist).clamp_min_(0.0) * real[None, :]
-    return c / c.sum(-1, keepdim=True).clamp_min(1e-30)
+def _alti(a: torch.Tensor, f1: torch.Tensor, x1: torch.Tensor, ln1_out: torch.Tensor, inv_s1: torch.Tensor,
+          ws: _Workspace) -> torch.Tensor:
+    """ALTI's rows: ``c_{j,i} = max(0, ||y_j||_1 - ||y_j - G_{j,i}||_1)``, normalised; ``y_j`` the real LayerNorm output.
+
+    ``||y_j - G_{j,i}||_1 = ||s1(j) y_j - s1(j) G_{j,i}||_1 / s1(j)``, and ``s1(j) G_{j,i} = sum_h alpha^h_{j,i} f1^h_i``
+    (``+ x1_j`` on the diagonal): one batched product per block of receivers, written over ``-s1(j) y_j``, then
+    the absolute sum. The L1 norm has no shortcut: this is the one n^2 H D step.
+    """
+    nr, H, D = f1.shape
+    sy = ln1_out / inv_s1  # (nr, D): s1(j) y_j
+    dist = torch.empty((nr, nr), device=f1.device, dtype=f1.dtype)
+    step = max(1, min(nr, BLOCK_ELEMENTS // max(1, nr * D)))
+    for j0 in range(0, nr, step):
+        j1 = min(nr, j0 + step)
+        z = torch.baddbmm(sy[None, j0:j1], a[:, j0:j1], f1, beta=-1.0, out=ws.get("z", (nr, j1 - j0, D)))
+        rows = torch.arange(j1 - j0, device=f1.device)
+        z[rows + j0, rows] += x1[j0:j1]  # the residual is the receiver's own
+        dist[j0:j1] = z.abs_().sum(-1).t()
+    c = (ln1_out.abs().sum(-1, keepdim=True) - dist.mul_(inv_s1)).clamp_min_(0.0)
+    return c.div_(c.sum(-1, keepdim=True).clamp_min_(1e-30))
 
 
-def _globenc(g: torch.Tensor, gamma2: torch.Tensor, inv_s2: torch.Tensor) -> torch.Tensor:
-    """GlobEnc's rows: ``||g2(G_{j,i})||``, the second LayerNorm linearised at its own s2 (``g`` is overwritten)."""
-    g -= g.mean(-1, keepdim=True)
-    g *= gamma2
-    g *= inv_s2[:, None, :]
-    return torch.linalg.vector_norm(g, dim=-1)
+def _check_sums(a: torch.Tensor, f: torch.Tensor, f1: torch.Tensor, x1: torch.Tensor, p: dict[str, Any],
+                tok: dict[str, torch.Tensor], ws: _Workspace) -> tuple[float, float]:
+    """The parts add up to the model's own tensors, compared along the probe direction u (max abs errors).
+
+    ``sum_i T_{j,i} . u = (attn_out_j - b_O) . u`` checks f and alpha (so W_O), and
+    ``(sum_i G_{j,i} + g1(b_O) + beta1) . u = LN1(y)_j . u`` checks f1, x1 and s1 (the first LayerNorm):
+    the maps are built from exactly these. Along one random direction, any error shows with probability 1.
+    """
+    u = p["probe"]
+    tmp = ws.get("tmp", f.shape)
+    f_u = torch.mul(f, u, out=tmp).sum(-1)  # (nr, H): f^h_i . u
+    t_u = a.mul(f_u[:, None, :]).sum((0, 2))  # (nr_j,): sum_i T_{j,i} . u
+    f1_u = torch.mul(f1, u, out=tmp).sum(-1)
+    g_u = (a.mul(f1_u[:, None, :]).sum((0, 2)) + x1 @ u + p["bo1_u"]).mul_(tok["inv_s1"][:, 0]) + p["beta1_u"]
+    e_attn = float((t_u - (tok["attn_out"] @ u - p["bo_u"])).abs().max())
+    e_ln = float((g_u - tok["ln1_out"] @ u).abs().max())
+    return e_attn, e_ln
+
+
+def _layer_params(enc: Any, layer: int, ws: _Workspace) -> dict[str, Any]:
+    """What the maps of one layer need from its weights, and the checks' probe ``u`` with the biases along it."""
+    w_o, b_o = enc.projection(layer, "attn_out")
+    ln1, ln2 = enc.module(layer, "attn_norm"), enc.module(layer, "ffn_norm")
+    H, D = enc.n_heads, enc.d_model
+    u = ws.directions(1, D)[0]
+    bo = b_o if b_o is not None else torch.zeros(D, device=w_o.device, dtype=w_o.dtype)
+    g1, beta1 = ln1.weight.detach(), ln1.bias.detach()
+    return {"w_heads": w_o.t().reshape(H, D // H, D), "gamma1": g1, "eps1": float(ln1.eps),
+            "gamma2": ln2.weight.detach(), "beta2": ln2.bias.detach(), "eps2": float(ln2.eps),
+            "probe": u, "bo_u": bo @ u, "bo1_u": ((bo - bo.mean()) * g1) @ u, "beta1_u": beta1 @ u}
+
+
+def _layer_maps(layer: int, p: dict[str, Any], got: dict[str, Any], ln2: tuple[torch.Tensor, torch.Tensor],
+                real: torch.Tensor, ws: _Workspace, atol: float, store: Any) -> float:
+    """Every map of one layer for a chunk of sequences; ``store(bi, nr, maps)`` takes each sequence's.
+
+    ``got`` holds the hooked tensors (:func:`mixlib.mixing._register`), ``ln2`` the second LayerNorm's input and
+    output, ``real`` (b, n) the real tokens. Raises ``RuntimeError`` when a self-check fails; returns the largest error.
+    """
+    nb, n, D = got["x"].shape
+    H = p["w_heads"].shape[0]
+    dh = D // H
+    alpha = got.get("alpha")  # (b, H, n, n): the model's own weights (eager attention returns them)
+    if alpha is None:
+        additive = torch.zeros(real.shape, device=real.device).masked_fill_(~real, torch.finfo(torch.float32).min)
+        q, k = (got[r].view(nb, n, H, dh).transpose(1, 2) for r in ("q", "k"))
+        alpha = torch.softmax(q @ k.transpose(-1, -2) * dh**-0.5 + additive[:, None, None, :], dim=-1)
+    err = float(_check_attention(alpha, got["v"], got["context"], ws.directions(H, dh), ~real, ws))
+    if not err <= atol:
+        raise RuntimeError(f"context_maps: layer {layer}: the attention weights do not reproduce the model's attention "
+                           f"output or do not sum to 1 (max abs error {err:.3e} > atol={atol:g}); is the model in "
+                           "train mode (call enc.model.eval())?")
+    inv_s1 = torch.rsqrt(got["ln1_in"].var(-1, unbiased=False, keepdim=True) + p["eps1"])  # (b, n, 1)
+    inv_s2 = torch.rsqrt(ln2[0].var(-1, unbiased=False, keepdim=True) + p["eps2"])
+    e2 = (ln2[0] - ln2[0].mean(-1, keepdim=True)).mul_(inv_s2).mul_(p["gamma2"]).add_(p["beta2"]).sub_(ln2[1]).abs_()
+    err = max(err, _fail_if(layer, float(e2.masked_fill_(~real[..., None], 0.0).max()), atol, "second LayerNorm's output"))
+    v = got["v"].view(nb, n, H, dh)
+    for bi in range(nb):
+        nr = int(real[bi].sum())
+        tok = {"x": got["x"][bi, :nr], "inv_s1": inv_s1[bi, :nr], "inv_s2": inv_s2[bi, :nr],
+               "attn_out": got["attn_out"][bi, :nr], "ln1_out": got["ln1_out"][bi, :nr]}
+        a_seq = alpha[bi, :, :nr, :nr]
+        maps, e_attn, e_ln = _sequence_maps(a_seq, v[bi, :nr].transpose(0, 1), p, tok, ws)
+        err = max(err, _fail_if(layer, e_attn, atol, "attention output"), _fail_if(layer, e_ln, atol, "first LayerNorm's output"))
+        maps["attention"] = a_seq.mean(0)
+        store(bi, nr, maps)
+    return err
+
+
+def _fail_if(layer: int, err: float, atol: float, what: str) -> float:
+    if not err <= atol:
+        raise RuntimeError(f"context_maps: layer {layer}: the token-to-token pieces do not add up to the model's {what} "
+                           f"(max abs error {err:.3e} > atol={atol:g}).")
+    return err
 
 
 def context_maps(
@@ -266,96 +374,44 @@ def context_maps(
     from .data import check_atol
 
     atol = check_atol(atol)
-    check_precision(enc, "context_maps")
+    dtype = check_precision(enc, "context_maps")
     layer_idx = enc.check_layers(layers)
     inputs = _as_batch(enc, batch, max_length)
     ids, am = inputs["input_ids"], inputs["attention_mask"]
     B, N = ids.shape
-    L, D, H = len(layer_idx), enc.d_model, enc.n_heads
-    dh = D // H
-    nan = float("nan")
-    maps = {name: torch.full((L, B, N, N), nan) for name in MEASURES}
+    L = len(layer_idx)
+    maps = {name: torch.full((L, B, N, N), float("nan")) for name in MEASURES}
     max_err = np.zeros(L)
     row_of = {layer: li for li, layer in enumerate(layer_idx)}
     dev = enc.device
 
-    params = {}
-    for layer in layer_idx:
-        w_o, b_o = enc.projection(layer, "attn_out")
-        ln1, ln2 = enc.module(layer, "attn_norm"), enc.module(layer, "ffn_norm")
-        params[layer] = (w_o, b_o, ln1.weight.detach(), ln1.bias.detach(), float(ln1.eps), ln2.weight.detach(), float(ln2.eps))
-
-    ws = _Workspace(dev, check_precision(enc, "context_maps"))  # scratch reused from layer to layer (no fresh large blocks)
+    ws = _Workspace(dev, dtype)  # scratch reused from layer to layer (no fresh large blocks)
+    params = {layer: _layer_params(enc, layer, ws) for layer in layer_idx}
     for b0, chunk, real in _chunks(inputs, batch_size, dev):
-        n = real.shape[1]
         real = real.to(dev)  # (b, n)
-        additive = torch.zeros(real.shape, device=dev).masked_fill_(~real, torch.finfo(torch.float32).min)
         state: dict[int, dict[str, Any]] = {}
 
         def finish_attn(layer: int, ln_in: torch.Tensor, ln_out: torch.Tensor) -> None:
             state[layer]["ln1_in"], state[layer]["ln1_out"] = ln_in, ln_out
 
         def make_ffn_hook(layer: int):
+            li = row_of[layer]
+
+            def store(bi: int, nr: int, seq_maps: dict[str, torch.Tensor]) -> None:
+                for name, m in seq_maps.items():
+                    maps[name][li, b0 + bi, :nr, :nr] = m.cpu()
+
             def on_ffn_norm(module, args, kwargs, output):
                 got = state.pop(layer)
                 try:
-                    _layer_maps(layer, got, _first(args, kwargs))
+                    err = _layer_maps(layer, params[layer], got, (_first(args, kwargs), output), real, ws, atol, store)
+                    max_err[li] = max(max_err[li], err)
                 finally:
                     got.clear()  # the hooks hold this dict until the pass ends: let the layer's tensors go now
                 if layer == layer_idx[-1]:
                     raise _StopForward
 
             return on_ffn_norm
-
-        def _layer_maps(layer: int, got: dict, ln2_in: torch.Tensor) -> None:
-            li = row_of[layer]
-            w_o, b_o, g1, beta1, eps1, g2, eps2 = params[layer]
-            nb = got["x"].shape[0]
-            v = got["v"].view(nb, n, H, dh).transpose(1, 2)  # (b, H, n, dh)
-            alpha = got.get("alpha")  # (b, H, n, n): the model's own weights (eager attention returns them)
-            if alpha is None:
-                q = got["q"].view(nb, n, H, dh).transpose(1, 2)
-                k = got["k"].view(nb, n, H, dh).transpose(1, 2)
-                alpha = torch.softmax(q @ k.transpose(-1, -2) * dh**-0.5 + additive[:, None, None, :], dim=-1)
-            err = float(_check_attention(alpha, got["v"], got["context"], ws.directions(H, dh), ~real, ws))
-            if not err <= atol:
-                raise RuntimeError(f"context_maps: layer {layer}: the attention weights do not reproduce the model's attention "
-                                   f"output or do not sum to 1 (max abs error {err:.3e} > atol={atol:g}); is the model in "
-                                   "train mode (call enc.model.eval())?")
-            w_heads = w_o.t().reshape(H, dh, D)  # (H, dh, D): W_O^h
-            v_heads = v.transpose(0, 1).reshape(H, nb * n, dh)  # (H, b*n, dh)
-            f = torch.bmm(v_heads, w_heads, out=ws.get("f", (H, nb * n, D))).view(H, nb, n, D)  # f^h(x_i)
-            bo = b_o if b_o is not None else torch.zeros(D, device=dev)
-
-            def inv_std(y: torch.Tensor, eps: float) -> torch.Tensor:
-                return torch.rsqrt(y.var(-1, unbiased=False, keepdim=True) + eps)
-
-            inv_s1, inv_s2 = inv_std(got["ln1_in"], eps1), inv_std(ln2_in, eps2)  # (b, n, 1)
-            layer_err = err
-            for bi in range(nb):
-                nr = int(real[bi].sum())
-                out = {name: torch.zeros((n, n), device=dev) for name in ("norm", "attn_res_ln", "alti", "globenc")}
-                scale1 = g1 * inv_s1[bi]  # (n, D)
-                f_seq = ws.get("f_seq", (n, H, D)).copy_(f[:, bi].transpose(0, 1))  # (n, H, D), contiguous
-                step = max(1, BLOCK_ELEMENTS // max(1, n * D))
-                for j0 in range(0, nr, step):
-                    j1 = min(nr, j0 + step)
-                    t_sum, y = _block_maps(alpha[bi], f_seq, got["x"][bi], scale1, g2, inv_s2[bi], real[bi], out, j0, j1,
-                                           got["ln1_out"][bi, j0:j1], ws)
-                    e1 = float((t_sum - (got["attn_out"][bi, j0:j1] - bo)).abs().max())
-                    bias = (bo - bo.mean()) * scale1[j0:j1] + beta1
-                    e2 = float((y + bias - got["ln1_out"][bi, j0:j1]).abs().max())
-                    layer_err = max(layer_err, e1, e2)
-                    if not max(e1, e2) <= atol:
-                        raise RuntimeError(
-                            f"context_maps: layer {layer}: the token-to-token pieces do not add up to the model's "
-                            f"{'attention output' if e1 > atol else 'LayerNorm output'} (max abs error {max(e1, e2):.3e} > atol={atol:g})."
-                        )
-                gb = b0 + bi
-                maps["attention"][li, gb, :nr, :nr] = alpha[bi, :, :nr, :nr].mean(0).cpu()
-                for name, m in out.items():
-                    maps[name][li, gb, :nr, :nr] = m[:nr, :nr].cpu()
-            max_err[li] = max(max_err[li], layer_err)
 
         def hook_groups() -> Iterable[list[Any]]:
             for layer in layer_idx:

@@ -137,13 +137,17 @@ def test_dropout_fails_the_attention_check(tiny_enc):
 
 def test_alti_differs_from_its_bias_free_variant(packaged_enc):
     """The convention matters: without g1(b_O) + beta1 in the resultant (mixlib's ALTI before issue 21) the map of
-    the real packaged BERT differs by far more than rounding; with it, mixlib's map is the authors' definition."""
+    the real packaged BERT differs by far more than rounding; with it, mixlib's map is the authors' definition.
+    The Gram-matrix maps of the real model (large residuals, real gammas) hold in float32 against float64."""
     batch = mixlib.tokenize(packaged_enc, ["The cat sat on the mat."])
     cm = context_maps(packaged_enc, batch)
-    authors = naive_maps(packaged_enc, batch)["alti"].numpy()
+    ref = naive_maps(packaged_enc, batch)
+    authors = ref["alti"].numpy()
     bias_free = naive_maps(packaged_enc, batch, bias_free_alti=True)["alti"].numpy()
     ours = cm["alti"].double().numpy()
     assert np.abs(ours - authors).max() < 1e-4 < 0.05 < np.abs(ours - bias_free).max()
+    for name in ("norm", "attn_res_ln", "globenc"):
+        np.testing.assert_allclose(cm[name].double().numpy(), ref[name].numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 def test_rows_and_decompose_agree(case):
@@ -211,6 +215,34 @@ def test_self_check_catches_a_wrong_output_projection(case, monkeypatch):
     monkeypatch.setattr(type(enc), "projection", transposed)
     with pytest.raises(RuntimeError, match="do not add up"):
         context_maps(enc, batch)
+
+
+def test_self_check_catches_wrong_layernorm_terms(case, monkeypatch):
+    """The first LayerNorm's terms (f1, x1) from which attn_res_ln, ALTI and GlobEnc are built are checked
+    against the model's own LayerNorm output: a 1% error in them fails loudly."""
+    from mixlib import measures
+
+    enc, batch = case
+    real = measures._layernorm_terms
+
+    def off(*args):
+        f1, f2, x1, x2 = real(*args)
+        return f1 * 1.01, f2, x1, x2
+
+    monkeypatch.setattr(measures, "_layernorm_terms", off)
+    with pytest.raises(RuntimeError, match="first LayerNorm's output"):
+        context_maps(enc, batch)
+
+
+def test_self_check_catches_a_second_layernorm_that_is_not_the_model_s(case):
+    """GlobEnc linearises the second LayerNorm with its own gamma2 and s2: an output they do not reproduce fails."""
+    enc, batch = case
+    handle = enc.module(1, "ffn_norm").register_forward_hook(lambda mod, args, out: out * 1.01)
+    try:
+        with pytest.raises(RuntimeError, match="layer 1: .*second LayerNorm's output"):
+            context_maps(enc, batch)
+    finally:
+        handle.remove()
 
 
 def test_plot_and_widget(case):
