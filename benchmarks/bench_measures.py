@@ -35,7 +35,7 @@ STAGES = {
     "the parts through the LayerNorms (f1, f2)": ("_layernorm_terms",),
     "norm, attn_res_ln, globenc (H x H Gram matrices)": ("_gram_norms",),
     "alti (the heads' products, L1 distances)": ("_alti",),
-    "self-checks (attention, sums)": ("_check_attention", "_check_sums"),
+    "self-checks (attention, sums, one row by the definition)": ("_check_attention", "_check_sums", "_check_row"),
 }
 TARGET = 2.0
 

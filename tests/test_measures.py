@@ -76,9 +76,11 @@ def case(tiny_enc):
     return tiny_enc, batch
 
 
-def test_maps_match_naive_implementation(case):
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_maps_match_naive_implementation(case, batch_size):
+    """batch_size=2 puts both sequences (of different lengths) in one padded chunk."""
     enc, batch = case
-    cm = context_maps(enc, batch, batch_size=1)
+    cm = context_maps(enc, batch, batch_size=batch_size)
     ref = naive_maps(enc, batch)
     am = batch["attention_mask"].bool()
     both = am[:, :, None] & am[:, None, :]
@@ -89,14 +91,19 @@ def test_maps_match_naive_implementation(case):
     assert (cm.max_error < 1e-4).all()
 
 
-def test_maps_match_naive_implementation_in_float64(case):
-    """In float64 the maps are the definitions to rounding: ALTI with the LayerNorm's real output (issue 21)."""
+def test_maps_match_naive_implementation_in_float64(case, monkeypatch):
+    """In float64 the maps are the definitions to rounding: ALTI with the LayerNorm's real output (issue 21).
+    One padded chunk, and ALTI's receivers in blocks of 3 tokens (the block loop's boundaries)."""
     import copy
     import dataclasses
 
+    from mixlib import measures
+
     enc, batch = case
     enc64 = dataclasses.replace(enc, model=copy.deepcopy(enc.model).double())
-    cm = context_maps(enc64, batch, batch_size=1, atol=1e-10)
+    n = batch["input_ids"].shape[1]
+    monkeypatch.setattr(measures, "BLOCK_ELEMENTS", 3 * n * enc.d_model)
+    cm = context_maps(enc64, batch, batch_size=2, atol=1e-10)
     ref = naive_maps(enc64, batch)
     both = batch["attention_mask"].bool()[:, :, None] & batch["attention_mask"].bool()[:, None, :]
     for name in MEASURES:  # the results are float32: agreement to float32 rounding, not to the float32 model's error
@@ -217,21 +224,52 @@ def test_self_check_catches_a_wrong_output_projection(case, monkeypatch):
         context_maps(enc, batch)
 
 
-def test_self_check_catches_wrong_layernorm_terms(case, monkeypatch):
-    """The first LayerNorm's terms (f1, x1) from which attn_res_ln, ALTI and GlobEnc are built are checked
-    against the model's own LayerNorm output: a 1% error in them fails loudly."""
+def test_self_check_catches_wrong_layernorm_terms_in_one_feature(case, monkeypatch):
+    """The first LayerNorm's terms from which attn_res_ln, ALTI and GlobEnc are built are checked, as whole
+    vectors, against the model's own LayerNorm output: a 2% error in one feature of f1 fails loudly."""
     from mixlib import measures
 
     enc, batch = case
     real = measures._layernorm_terms
 
     def off(*args):
-        f1, f2, x1, x2 = real(*args)
-        return f1 * 1.01, f2, x1, x2
+        f1, *rest = real(*args)
+        f1[..., 5] *= 1.02
+        return (f1, *rest)
 
     monkeypatch.setattr(measures, "_layernorm_terms", off)
-    with pytest.raises(RuntimeError, match="first LayerNorm's output"):
+    with pytest.raises(RuntimeError, match="do not add up to the model's first LayerNorm output"):
         context_maps(enc, batch)
+
+
+@pytest.mark.parametrize("fault", ["residual left out of the Gram maps", "another token's residual in ALTI"])
+def test_self_checks_catch_a_fault_in_the_maps_own_code(case, monkeypatch, fault):
+    """Faults in the fast maps themselves (not in their inputs) are caught by the rows recomputed by the
+    definition: the Gram route without its diagonal's residual terms, ALTI's vectors with the wrong residual."""
+    from mixlib import measures
+
+    enc, batch = case
+    if fault.startswith("residual"):
+        real = measures._gram_norms
+        monkeypatch.setattr(measures, "_gram_norms", lambda a, f, x, ws: real(a, f, None, ws))
+    else:
+        real = measures._alti
+        monkeypatch.setattr(measures, "_alti", lambda a, f1, x1, *rest: real(a, f1, x1.roll(1, 0), *rest))
+    with pytest.raises(RuntimeError, match="differ from their definition"):
+        context_maps(enc, batch)
+
+
+def test_left_padding_is_refused(case):
+    """The maps index each sequence's real tokens as a prefix: a left-padded batch is an error, not wrong maps."""
+    enc, batch = case
+    left = {k: v.clone() for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+    for b in range(left["input_ids"].shape[0]):
+        n = int(left["attention_mask"][b].sum())
+        for k in left:
+            left[k][b] = left[k][b].roll(left[k].shape[1] - n)
+    assert not torch.equal(left["attention_mask"], batch["attention_mask"])
+    with pytest.raises(ValueError, match="padding on the right"):
+        context_maps(enc, left)
 
 
 def test_self_check_catches_a_second_layernorm_that_is_not_the_model_s(case):
@@ -239,7 +277,7 @@ def test_self_check_catches_a_second_layernorm_that_is_not_the_model_s(case):
     enc, batch = case
     handle = enc.module(1, "ffn_norm").register_forward_hook(lambda mod, args, out: out * 1.01)
     try:
-        with pytest.raises(RuntimeError, match="layer 1: .*second LayerNorm's output"):
+        with pytest.raises(RuntimeError, match="layer 1: .*second LayerNorm output"):
             context_maps(enc, batch)
     finally:
         handle.remove()

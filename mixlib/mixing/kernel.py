@@ -75,6 +75,17 @@ class _Workspace:
         return r
 
 
+    def receiver_weights(self, n: int) -> torch.Tensor:
+        """``(n,)``: fixed random positive weights summing to 1 (the maps' sum check, over receiving tokens)."""
+        key = f"receiver_weights/{n}"
+        w = self._bufs.get(key)
+        if w is None:
+            w = torch.rand(n, generator=torch.Generator().manual_seed(20212), dtype=torch.float64).add_(0.5)
+            w = (w / w.sum()).to(self.device, self.dtype)
+            self._bufs[key] = w
+        return w
+
+
 #: Seed of the fixed random unit direction along which the split self-check compares f_j(x_j).
 SPLIT_PROBE_SEED = 20211
 
