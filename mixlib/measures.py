@@ -103,7 +103,7 @@ import numpy as np
 import torch
 
 from .mixing import _StopForward, _as_batch, _chunks, _first, _register, _run_hooked, check_precision
-from .mixing.kernel import _check_attention, _Workspace
+from .mixing.kernel import _check_attention, _inverse_std, _Workspace
 
 __all__ = ["ContextMaps", "MEASURES", "context_maps", "measure_agreement", "agreement_null"]
 
@@ -271,8 +271,8 @@ def _check_sums(a: torch.Tensor, f: torch.Tensor, f1: torch.Tensor, x1: torch.Te
     Summed over receivers with fixed random positive weights w (sum 1), which costs one pass over f and f1
     instead of the n^2 H D sums over senders, yet keeps every feature (beta^h_i = sum_j w_j alpha^h_{j,i} > 0)::
 
-        sum_i sum_h beta^h_i f^h_i   = sum_j w_j (attn_out_j - b_O)
-        sum_i sum_h beta^h_i f1^h_i  = sum_j w_j (s1(j) (LN1(y)_j - beta1) - x1_j) - c(b_O) gamma1
+        sum_i sum_h beta^h_i f^h_i    = sum_j w_j (attn_out_j - b_O)
+        sum_i sum_h beta^h_i f1^h_i   = sum_j w_j (s1(j) (LN1(y)_j - beta1) - x1_j) - c(b_O) gamma1
 
     The second is compared in units of the LayerNorm's output (divided by ``sum_j w_j s1(j)``).
     """
@@ -297,7 +297,7 @@ def _check_row(j: int, a: torch.Tensor, f: torch.Tensor, maps: dict[str, torch.T
 
     Returns the largest difference, relative to the largest value of the row (at least 1).
     """
-    t = torch.mul(f, a[:, j, :, None], out=ws.get("tmp", f.shape)).sum(1)  # (nr, D): T_{j,i} for every sender i
+    t = torch.bmm(a[:, j, None, :], f, out=ws.get("t_row", (f.shape[0], 1, f.shape[2])))[:, 0]  # (nr, D): T_{j,i}
     ref = {"norm": torch.linalg.vector_norm(t, dim=-1)}
     t[j] += tok["x"][j]
     g = (t - t.mean(-1, keepdim=True)).mul_(p["gamma1"]).mul_(tok["inv_s1"][j])  # G_{j,i}
@@ -342,9 +342,10 @@ def _layer_maps(layer: int, p: dict[str, Any], got: dict[str, Any], ln2: tuple[t
         raise RuntimeError(f"context_maps: layer {layer}: the attention weights do not reproduce the model's attention "
                            f"output or do not sum to 1 (max abs error {err:.3e} > atol={atol:g}); is the model in "
                            "train mode (call enc.model.eval())?")
-    inv_s1 = torch.rsqrt(got["ln1_in"].var(-1, unbiased=False, keepdim=True) + p["eps1"])  # (b, n, 1)
-    inv_s2 = torch.rsqrt(ln2[0].var(-1, unbiased=False, keepdim=True) + p["eps2"])
-    e2 = (ln2[0] - ln2[0].mean(-1, keepdim=True)).mul_(inv_s2).mul_(p["gamma2"]).add_(p["beta2"]).sub_(ln2[1]).abs_()
+    inv_s1 = _inverse_std(got["ln1_in"], p["eps1"], ws)  # (b, n, 1)
+    inv_s2 = _inverse_std(ln2[0], p["eps2"], ws)
+    e2 = torch.sub(ln2[0], ln2[0].mean(-1, keepdim=True), out=ws.get("tmp", ln2[0].shape))
+    e2.mul_(inv_s2).mul_(p["gamma2"]).add_(p["beta2"]).sub_(ln2[1]).abs_()
     err = max(err, _fail_if(layer, float(e2.masked_fill_(~real[..., None], 0.0).max()), atol,
                                 "gamma2, beta2 and s2 do not reproduce the model's second LayerNorm output"))
     v = got["v"].view(nb, n, H, dh)
