@@ -345,6 +345,25 @@ def check_stream_out(value: str) -> Path:
     return out
 
 
+def _check_engine_args(args: argparse.Namespace) -> None:
+    """--engine ray: Ray installed and the cluster reachable, now (before the model loads), each in one line."""
+    if args.engine != "ray":
+        for opt, value, default in (("--address", args.address, None), ("--workers", args.workers, 2),
+                                    ("--gpus-per-worker", args.gpus_per_worker, 0.0)):
+            if value != default:
+                _bad(f"{opt} is for --engine ray; add --engine ray, or leave {opt} out.")
+        return
+    from .stream_ray import check_address, need_ray
+
+    if not args.gpus_per_worker >= 0:
+        _bad(f"--gpus-per-worker {args.gpus_per_worker}: give a number >= 0.")
+    try:
+        need_ray()
+        check_address(args.address)
+    except (ImportError, ConnectionError, ValueError) as err:
+        _bad(str(err))
+
+
 def _check_stream_args(args: argparse.Namespace) -> None:
     import hashlib
 
@@ -352,6 +371,7 @@ def _check_stream_args(args: argparse.Namespace) -> None:
     from .texts import header_default, iter_texts
 
     args.out = check_stream_out(args.out)
+    _check_engine_args(args)
     try:
         args.shard = "{}/{}".format(*parse_shard(args.shard))
     except ValueError as err:
@@ -712,13 +732,19 @@ def cmd_stream_mixing(args: argparse.Namespace, enc: Any) -> None:
     from .stream import stream_mixing
 
     t0 = time.perf_counter()
-    res = stream_mixing(enc, Path(args.texts).expanduser(), args.out, chunk_size=args.chunk_size, shard=args.shard,
-                        rate=args.rate, seed=args.seed, count=args.mask_count, max_length=args.max_length,
-                        batch_size=args.batch_size, header=args.header, progress=None)  # '[MASK]' in a text is text
+    opts = dict(chunk_size=args.chunk_size, shard=args.shard, rate=args.rate, seed=args.seed, count=args.mask_count,
+                max_length=args.max_length, batch_size=args.batch_size, header=args.header)  # '[MASK]' in a text is text
+    if args.engine == "ray":
+        from .stream_ray import stream_mixing_ray
+
+        res = stream_mixing_ray(enc, Path(args.texts).expanduser(), args.out, address=args.address,
+                                workers=args.workers, gpus_per_worker=args.gpus_per_worker, **opts)
+    else:
+        res = stream_mixing(enc, Path(args.texts).expanduser(), args.out, progress=None, **opts)
     _write_atomic(args.out / "run.json", json.dumps(
         {**_card(enc, args), "texts_in_file": args.n_texts, "chunks_written": list(res.written),
          "chunks_skipped": list(res.skipped), "sequences_written": res.n_sequences}, ensure_ascii=False, indent=2))
-    print(f"shard {args.shard}: wrote {len(res.written)} chunks ({res.n_sequences} texts), skipped {len(res.skipped)} "
+    print(f"shard {args.shard} ({args.engine}): wrote {len(res.written)} chunks ({res.n_sequences} texts), skipped {len(res.skipped)} "
           f"already there, into {args.out} in {time.perf_counter() - t0:.1f}s; "
           f"combine the shards with: python -m mixlib merge --chunks {args.out} --out DIR")
 
@@ -807,6 +833,15 @@ def build_parser() -> argparse.ArgumentParser:
                            help="masks per sequence: floor(rate*n) (the official code) or round(rate*n), at least 1 (default: floor)")
             p.add_argument("--max-length", type=_int(4), default=128, help="tokens per sequence; longer ones are truncated (default: 128)")
             p.add_argument("--batch-size", type=_int(1), default=32, help="sequences per forward pass (default: 32)")
+            p.add_argument("--engine", choices=("stream", "ray"), default="stream",
+                           help="stream: this process, chunk by chunk (default); ray: a pool of Ray Data workers, each "
+                                'loading the model once (pip install "mixlib[ray]"; the same chunk files)')
+            p.add_argument("--address", default=None,
+                           help="with --engine ray: a running cluster (host:port, ray://host:port or auto); "
+                                "default: a local cluster started for this run")
+            p.add_argument("--workers", type=_int(1), default=2, help="with --engine ray: workers in the pool (default: 2)")
+            p.add_argument("--gpus-per-worker", type=float, default=0.0,
+                           help="with --engine ray: GPUs per worker (e.g. 1, or 0.5 to share one); 0 runs on CPUs (default)")
         if name in ("mixing", "maps"):
             p.add_argument("--texts", required=True, help="UTF-8 file: one text per line, or 'A<TAB>B' for a sentence pair; '#' lines skipped (see below)")
             p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,

@@ -302,6 +302,32 @@ class StreamResult:
     n_sequences: int  # sequences in the chunks written now
 
 
+def run_record(enc: Any, texts: str | os.PathLike, *, chunk_size: int, rate: float, seed: int, count: str,
+               max_length: int, header: bool | None, keep_special_tokens: bool) -> tuple[dict[str, Any], list[str]]:
+    """A run's ``stream.json`` record and the file's digest at the end of each chunk (every line checked first).
+
+    The digests prove, chunk by chunk, that what is analysed is the file that was checked and recorded (not
+    one edited meanwhile): :func:`changed_error` when they differ.
+    """
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size!r}; give a positive int.")
+    if header is None:
+        header = header_default(texts)
+    n_texts, marks, texts_sha = _survey(texts, int(chunk_size), header)
+    meta = {"model": enc.name, "weights_sha256": weights_digest(enc.model), "texts": Path(texts).name,
+            "texts_sha256": texts_sha, "n_texts": n_texts, "chunk_size": int(chunk_size), "rate": float(rate),
+            "seed": int(seed), "count": count, "max_length": int(max_length), "header": bool(header),
+            "keep_special_tokens": bool(keep_special_tokens), "fields": list(FIELDS)}
+    return meta, marks
+
+
+def changed_error(texts: Any, k: int) -> ValueError:
+    """The error for a text file that differs, from chunk ``k`` on, from the one that was checked."""
+    return ValueError(f"{texts} changed while stream-mixing read it (chunk {k} on differs from the file that "
+                      "was checked); the chunks before it are kept, nothing of the changed file was written. "
+                      "Run again with the file as it is now into a new --out, or restore it.")
+
+
 def stream_mixing(
     enc: Any,
     texts: str | os.PathLike,
@@ -350,24 +376,13 @@ def stream_mixing(
     -------
     StreamResult
     """
-    from .data import mask_tokens, special_tokens_as_text
-    from .mixing import decompose
-
     _need_pyarrow()
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-        raise ValueError(f"chunk_size={chunk_size!r}; give a positive int.")
     i, n = parse_shard(shard) if isinstance(shard, str) else parse_shard(f"{shard[0]}/{shard[1]}")
-    if header is None:
-        header = header_default(texts)
-    # every line checked before any chunk is computed; the digest at the end of each chunk proves, chunk by
-    # chunk, that what is analysed is the file that was checked and recorded (not one edited meanwhile)
-    n_texts, marks, texts_sha = _survey(texts, int(chunk_size), header)
+    meta, marks = run_record(enc, texts, chunk_size=chunk_size, rate=rate, seed=seed, count=count,
+                             max_length=max_length, header=header, keep_special_tokens=keep_special_tokens)
+    header = meta["header"]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"model": enc.name, "weights_sha256": weights_digest(enc.model), "texts": Path(texts).name,
-            "texts_sha256": texts_sha, "n_texts": n_texts, "chunk_size": int(chunk_size), "rate": float(rate),
-            "seed": int(seed), "count": count, "max_length": int(max_length), "header": bool(header),
-            "keep_special_tokens": bool(keep_special_tokens), "fields": list(FIELDS)}
     from tqdm.auto import tqdm
     import sys
 
@@ -378,41 +393,53 @@ def stream_mixing(
                    disable=not (progress if progress is not None else sys.stderr.isatty()))
         written, skipped, n_seq = [], [], 0
         try:
-            def changed(k: int) -> ValueError:
-                return ValueError(f"{texts} changed while stream-mixing read it (chunk {k} on differs from the file that "
-                                  "was checked); the chunks before it are kept, nothing of the changed file was written. "
-                                  "Run again with the file as it is now into a new --out, or restore it.")
-
             seen = 0
             for k, first, chunk, lines, mark in _chunks(texts, int(chunk_size), header, hashlib.sha256()):
                 seen = k + 1
                 if k >= len(marks) or mark != marks[k]:
-                    raise changed(k)
+                    raise changed_error(texts, k)
                 if k % n != i:
                     continue
-                path = _chunk_file(out, k)
-                stamp = _expected_stamp(meta, k)
-                if path.exists() and _stamp_of(path) == stamp:
+                if chunk_done(out, meta, k):
                     skipped.append(k)
-                    bar.update(1)
-                    continue
-                try:
-                    with special_tokens_as_text(enc.tokenizer, not keep_special_tokens), warnings_at_lines(texts, lines):
-                        batch = mask_tokens(enc, chunk, rate=rate, seed=seed, max_length=max_length, count=count,
-                                            first_index=first)
-                except ValueError as err:
-                    raise at_line(err, texts, lines) from None
-                batch.pop("masked", None)
-                m = decompose(enc, batch, batch_size=batch_size, vectors=False, progress=False)
-                _write_parquet(path, _rows(m, first), stamp)
-                written.append(k)
-                n_seq += len(chunk)
+                else:
+                    mix_chunk(enc, texts, out, meta, k, chunk, lines, batch_size)
+                    written.append(k)
+                    n_seq += len(chunk)
                 bar.update(1)
             if seen != len(marks):  # the file got shorter
-                raise changed(seen)
+                raise changed_error(texts, seen)
         finally:
             bar.close()
     return StreamResult(out=out, written=tuple(written), skipped=tuple(skipped), n_sequences=n_seq)
+
+
+def chunk_done(out: Path, meta: dict[str, Any], k: int) -> bool:
+    """Whether chunk ``k``'s file is already in ``out``, readable and stamped by the run ``meta`` describes."""
+    path = _chunk_file(out, k)
+    return path.exists() and _stamp_of(path) == _expected_stamp(meta, k)
+
+
+def mix_chunk(enc: Any, texts: str | os.PathLike, out: Path, meta: dict[str, Any], k: int, chunk: list,
+              lines: list[int], batch_size: int) -> None:
+    """Chunk ``k`` (its texts and their line numbers): mask, decompose and write its Parquet file, whole or not at all.
+
+    The one computation of a chunk, for :func:`stream_mixing` and for each worker of :mod:`mixlib.stream_ray`;
+    masking, truncation and special tokens follow ``meta`` (the run's ``stream.json``).
+    """
+    from .data import mask_tokens, special_tokens_as_text
+    from .mixing import decompose
+
+    first = k * meta["chunk_size"]
+    try:
+        with special_tokens_as_text(enc.tokenizer, not meta["keep_special_tokens"]), warnings_at_lines(texts, lines):
+            batch = mask_tokens(enc, chunk, rate=meta["rate"], seed=meta["seed"], max_length=meta["max_length"],
+                                count=meta["count"], first_index=first)
+    except ValueError as err:
+        raise at_line(err, texts, lines) from None
+    batch.pop("masked", None)
+    m = decompose(enc, batch, batch_size=batch_size, vectors=False, progress=False)
+    _write_parquet(_chunk_file(out, k), _rows(m, first), _expected_stamp(meta, k))
 
 
 def _lock_path(out: Path, shard: tuple[int, int]) -> Path:
