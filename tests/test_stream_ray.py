@@ -120,3 +120,26 @@ def test_ray_engine_errors_are_one_line(corpus, tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "ray", None)
     assert cli.main([*base, "--out", str(tmp_path / "c")]) == 2
     assert 'pip install "mixlib[ray]"' in capsys.readouterr().err
+
+
+def test_slurm_array_script_runs_two_shards_through_bash(corpus, tmp_path):
+    """mixlib/scripts/slurm_stream_mixing.sh as two array tasks (no Slurm: its variables set by hand); the merge
+    equals one single-process stream, and a task run again resumes with nothing to do."""
+    import subprocess
+    import sys
+
+    path, pairs = corpus
+    script = Path(mixlib.__file__).parent / "scripts" / "slurm_stream_mixing.sh"
+    out = tmp_path / "slurm"
+    env = {**os.environ, "MIXLIB_PYTHON": sys.executable, "SLURM_ARRAY_TASK_COUNT": "2", "SLURM_CPUS_PER_TASK": "1"}
+    args = ["bash", str(script), str(path), str(out), "all-MiniLM-L6-v2", "--chunk-size", "5", "--device", "cpu"]
+    for i in ("0", "1", "1"):
+        done = subprocess.run(args, env={**env, "SLURM_ARRAY_TASK_ID": i}, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert f"shard {i}/2" in done.stdout
+    assert "wrote 0 chunks" in done.stdout  # the re-run of task 1
+    one = tmp_path / "one"
+    stream_mixing(mixlib.load_encoder("all-MiniLM-L6-v2", device="cpu"), path, one, chunk_size=5, progress=False)
+    pd.testing.assert_frame_equal(merge_mixing(out)["table"], merge_mixing(one)["table"])
+    bad = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "not an array task" in bad.stderr
