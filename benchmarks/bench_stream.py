@@ -7,16 +7,24 @@
    10,000 sequences (a small random-init BERT, so that 10,000 sequences take
    seconds; memory per chunk does not depend on how many chunks follow). The
    peak should be the same for both corpus sizes.
+3. The Ray engine (``--engine ray``, issue 27; skipped without Ray): the same
+   texts through a local cluster with 2 workers of 1 CPU each, against the
+   single-process stream with 2 threads, on the same cores (goal: at most 25%
+   slower). The cluster is started before the clock starts, as a running
+   cluster would be; its start-up time is printed apart. Then the driver's
+   peak resident set for 1,000 and 10,000 sequences (goal: within 1.2x).
 
 Ratios and figures are printed, never asserted. Run::
 
     .venv/bin/python benchmarks/bench_stream.py            # both parts
     .venv/bin/python benchmarks/bench_stream.py --quick    # smaller throughput run
+    .venv/bin/python benchmarks/bench_stream.py --ray-only # part 3 only
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import resource
 import subprocess
@@ -39,20 +47,44 @@ def write_corpus(path: Path, n: int) -> None:
             fh.write(f"{a}\t{b}\n")
 
 
-def run_one(n: int, layers: int, heads: int, d: int, chunk: int) -> dict:
+def run_one(n: int, layers: int, heads: int, d: int, chunk: int, engine: str = "stream") -> dict:
+    """One streaming run in this process: ``engine`` "stream" (2 threads) or "ray" (a local cluster, 2 workers)."""
+    from mixlib.models import load_encoder
     from mixlib.stream import stream_mixing
 
-    enc = make_encoder(layers, heads, d)
     with tempfile.TemporaryDirectory() as tmp:
+        model_dir = Path(tmp) / "model"  # a folder every worker can load the same random model from
+        enc = make_encoder(layers, heads, d)
+        enc.model.save_pretrained(model_dir)
+        enc.tokenizer.save_pretrained(model_dir)
+        enc = load_encoder(model_dir, device="cpu")
         corpus = Path(tmp) / "corpus.txt"
         write_corpus(corpus, n)
+        startup = 0.0
+        if engine == "ray":
+            import ray
+
+            t0 = time.perf_counter()
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+            startup = time.perf_counter() - t0
         base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t0 = time.perf_counter()
-        res = stream_mixing(enc, corpus, Path(tmp) / "out", chunk_size=chunk, progress=False)
+        if engine == "ray":
+            from mixlib.stream_ray import stream_mixing_ray
+
+            res = stream_mixing_ray(enc, corpus, Path(tmp) / "out", chunk_size=chunk, workers=2)
+        else:
+            import torch
+
+            torch.set_num_threads(2)
+            res = stream_mixing(enc, corpus, Path(tmp) / "out", chunk_size=chunk, progress=False)
         secs = time.perf_counter() - t0
         size = sum(f.stat().st_size for f in (Path(tmp) / "out").glob("*.parquet"))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    return {"n": res.n_sequences, "seconds": secs, "peak_mib": peak, "growth_mib": peak - base, "parquet_mib": size / 2**20}
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if engine == "ray":
+            ray.shutdown()
+    return {"n": res.n_sequences, "seconds": secs, "peak_mib": peak, "growth_mib": peak - base, "parquet_mib": size / 2**20,
+            "startup": startup}
 
 
 def child(*args: str) -> dict:
@@ -63,22 +95,40 @@ def child(*args: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--one", nargs=5, help=argparse.SUPPRESS)
+    ap.add_argument("--ray-only", action="store_true", help="only part 3 (the Ray engine)")
+    ap.add_argument("--one", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:
-        n, layers, heads, d, chunk = map(int, args.one)
-        print(json.dumps(run_one(n, layers, heads, d, chunk)))
+        n, layers, heads, d, chunk = map(int, args.one[:5])
+        print(json.dumps(run_one(n, layers, heads, d, chunk, args.one[5])))
         return 0
     n_tp = 64 if args.quick else 256
-    tp = child(str(n_tp), "12", "12", "768", "64")
-    print(f"throughput (bert-base dimensions, {tp['n']} sentence pairs, chunks of 64): {tp['n'] / tp['seconds']:.2f} sequences/s "
-          f"({tp['seconds']:.1f} s; Parquet {tp['parquet_mib'] / tp['n'] * 1000:.1f} MiB per 1,000 sequences)")
-    small = {n: child(str(n), "2", "4", "64", "256") for n in (1000, 10000)}
-    for n, r in small.items():
-        print(f"memory (random BERT 2 x 4 x 64, chunks of 256): {n:>6} sequences -> peak RSS {r['peak_mib']:.0f} MiB "
-              f"(+{r['growth_mib']:.0f} MiB over the set-up), {r['n'] / r['seconds']:.0f} sequences/s")
-    ratio = small[10000]["peak_mib"] / small[1000]["peak_mib"]
-    print(f"peak RSS 10,000 / 1,000 sequences: {ratio:.3f}x (constant memory means about 1.0x)")
+    if not args.ray_only:
+        tp = child(str(n_tp), "12", "12", "768", "64", "stream")
+        print(f"throughput (bert-base dimensions, {tp['n']} sentence pairs, chunks of 64): {tp['n'] / tp['seconds']:.2f} sequences/s "
+              f"({tp['seconds']:.1f} s; Parquet {tp['parquet_mib'] / tp['n'] * 1000:.1f} MiB per 1,000 sequences)")
+        small = {n: child(str(n), "2", "4", "64", "256", "stream") for n in (1000, 10000)}
+        for n, r in small.items():
+            print(f"memory (random BERT 2 x 4 x 64, chunks of 256): {n:>6} sequences -> peak RSS {r['peak_mib']:.0f} MiB "
+                  f"(+{r['growth_mib']:.0f} MiB over the set-up), {r['n'] / r['seconds']:.0f} sequences/s")
+        ratio = small[10000]["peak_mib"] / small[1000]["peak_mib"]
+        print(f"peak RSS 10,000 / 1,000 sequences: {ratio:.3f}x (constant memory means about 1.0x)")
+    if importlib.util.find_spec("ray") is None:
+        print('the Ray engine: not measured (pip install "mixlib[ray]")')
+        return 0
+    n_ray = 4 * n_tp  # a corpus, not a handful: the workers' start-up (about 8 s here) is paid once per run
+    one = child(str(n_ray), "12", "12", "768", "64", "stream")
+    two = child(str(n_ray), "12", "12", "768", "64", "ray")
+    print(f"\nRay engine (bert-base dimensions, {n_ray} sentence pairs, chunks of 64, the same 2 cores): "
+          f"stream (1 process, 2 threads) {one['n'] / one['seconds']:.2f} sequences/s ({one['seconds']:.1f} s); "
+          f"Ray (2 workers x 1 CPU) {two['n'] / two['seconds']:.2f} sequences/s ({two['seconds']:.1f} s, workers' model "
+          f"loading included; the local cluster's start-up {two['startup']:.1f} s apart)")
+    print(f"  Ray / stream wall time: {two['seconds'] / one['seconds']:.3f}x (goal <= 1.25x)")
+    drv = {n: child(str(n), "2", "4", "64", "256", "ray") for n in (1000, 10000)}
+    for n, r in drv.items():
+        print(f"  driver memory (random BERT 2 x 4 x 64, chunks of 256): {n:>6} sequences -> peak RSS {r['peak_mib']:.0f} MiB "
+              f"(+{r['growth_mib']:.0f} MiB during the run)")
+    print(f"  driver peak RSS 10,000 / 1,000 sequences: {drv[10000]['peak_mib'] / drv[1000]['peak_mib']:.3f}x (goal <= 1.2x)")
     return 0
 
 
