@@ -321,6 +321,22 @@ def run_record(enc: Any, texts: str | os.PathLike, *, chunk_size: int, rate: flo
     return meta, marks
 
 
+def shard_chunks(texts: Any, meta: dict[str, Any], marks: list[str],
+                 shard: tuple[int, int]) -> Iterator[tuple[int, list, list[int]]]:
+    """``(k, texts, line numbers)`` of this shard's chunks, read lazily, each checked against the survey's digest
+    (:func:`run_record`); a file edited meanwhile (or shortened) is :func:`changed_error`."""
+    i, n = shard
+    seen = 0
+    for k, _, chunk, lines, mark in _chunks(texts, meta["chunk_size"], meta["header"], hashlib.sha256()):
+        seen = k + 1
+        if k >= len(marks) or mark != marks[k]:
+            raise changed_error(texts, k)
+        if k % n == i:
+            yield k, chunk, lines
+    if seen != len(marks):  # the file got shorter
+        raise changed_error(texts, seen)
+
+
 def changed_error(texts: Any, k: int) -> ValueError:
     """The error for a text file that differs, from chunk ``k`` on, from the one that was checked."""
     return ValueError(f"{texts} changed while stream-mixing read it (chunk {k} on differs from the file that "
@@ -380,7 +396,6 @@ def stream_mixing(
     i, n = parse_shard(shard) if isinstance(shard, str) else parse_shard(f"{shard[0]}/{shard[1]}")
     meta, marks = run_record(enc, texts, chunk_size=chunk_size, rate=rate, seed=seed, count=count,
                              max_length=max_length, header=header, keep_special_tokens=keep_special_tokens)
-    header = meta["header"]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     from tqdm.auto import tqdm
@@ -393,13 +408,7 @@ def stream_mixing(
                    disable=not (progress if progress is not None else sys.stderr.isatty()))
         written, skipped, n_seq = [], [], 0
         try:
-            seen = 0
-            for k, first, chunk, lines, mark in _chunks(texts, int(chunk_size), header, hashlib.sha256()):
-                seen = k + 1
-                if k >= len(marks) or mark != marks[k]:
-                    raise changed_error(texts, k)
-                if k % n != i:
-                    continue
+            for k, chunk, lines in shard_chunks(texts, meta, marks, (i, n)):
                 if chunk_done(out, meta, k):
                     skipped.append(k)
                 else:
@@ -407,8 +416,6 @@ def stream_mixing(
                     written.append(k)
                     n_seq += len(chunk)
                 bar.update(1)
-            if seen != len(marks):  # the file got shorter
-                raise changed_error(texts, seen)
         finally:
             bar.close()
     return StreamResult(out=out, written=tuple(written), skipped=tuple(skipped), n_sequences=n_seq)

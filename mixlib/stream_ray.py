@@ -31,7 +31,6 @@ never a silent fallback to one process.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -42,8 +41,8 @@ from typing import Any
 import numpy as np
 
 from .paths import follow_umask
-from .stream import (StreamResult, _chunks, _check_meta, _remove_dead_writers_files, changed_error,
-                     chunk_done, mix_chunk, parse_shard, run_record, weights_digest, writer_lock)
+from .stream import (StreamResult, _check_meta, _remove_dead_writers_files, chunk_done, mix_chunk, parse_shard,
+                     run_record, shard_chunks, weights_digest, writer_lock)
 
 __all__ = ["stream_mixing_ray", "need_ray", "check_address", "RAY_EXTRA"]
 
@@ -180,21 +179,13 @@ def stream_mixing_ray(
         _remove_dead_writers_files(out)
         (out / STAGING).mkdir(exist_ok=True)
         todo, skipped, sizes = [], [], {}
-        seen = 0
-        for k, _, chunk, lines, mark in _chunks(texts, meta["chunk_size"], meta["header"], hashlib.sha256()):
-            seen = k + 1
-            if k >= len(marks) or mark != marks[k]:
-                raise changed_error(texts, k)
-            if k % n != i:
-                continue
+        for k, chunk, lines in shard_chunks(texts, meta, marks, (i, n)):
             if chunk_done(out, meta, k):
                 skipped.append(k)
                 continue
             _stage(out, k, chunk, lines)
             todo.append(k)
             sizes[k] = len(chunk)
-        if seen != len(marks):
-            raise changed_error(texts, seen)
         if todo:
             _run_pool(ray, enc, meta, texts, out, todo, address=address, workers=int(workers),
                       cpus=int(cpus_per_worker), gpus=float(gpus_per_worker), batch_size=batch_size)
