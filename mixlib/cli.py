@@ -349,6 +349,7 @@ def _check_engine_args(args: argparse.Namespace) -> None:
     """--engine ray: Ray installed and the cluster reachable, now (before the model loads), each in one line."""
     if args.engine != "ray":
         for opt, value, default in (("--address", args.address, None), ("--workers", args.workers, 2),
+                                    ("--cpus-per-worker", args.cpus_per_worker, 1),
                                     ("--gpus-per-worker", args.gpus_per_worker, 0.0)):
             if value != default:
                 _bad(f"{opt} is for --engine ray; add --engine ray, or leave {opt} out.")
@@ -738,7 +739,8 @@ def cmd_stream_mixing(args: argparse.Namespace, enc: Any) -> None:
         from .stream_ray import stream_mixing_ray
 
         res = stream_mixing_ray(enc, Path(args.texts).expanduser(), args.out, address=args.address,
-                                workers=args.workers, gpus_per_worker=args.gpus_per_worker, **opts)
+                                workers=args.workers, cpus_per_worker=args.cpus_per_worker,
+                                gpus_per_worker=args.gpus_per_worker, **opts)
     else:
         res = stream_mixing(enc, Path(args.texts).expanduser(), args.out, progress=None, **opts)
     _write_atomic(args.out / "run.json", json.dumps(
@@ -840,6 +842,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="with --engine ray: a running cluster (host:port, ray://host:port or auto); "
                                 "default: a local cluster started for this run")
             p.add_argument("--workers", type=_int(1), default=2, help="with --engine ray: workers in the pool (default: 2)")
+            p.add_argument("--cpus-per-worker", type=_int(1), default=1,
+                           help="with --engine ray: CPUs (and torch threads) per worker (default: 1)")
             p.add_argument("--gpus-per-worker", type=float, default=0.0,
                            help="with --engine ray: GPUs per worker (e.g. 1, or 0.5 to share one); 0 runs on CPUs (default)")
         if name in ("mixing", "maps"):

@@ -11,7 +11,8 @@ polars datasets) read either. What Ray adds is the scheduling:
   call. ``num_gpus`` per worker places workers on GPUs; ``workers`` sets the
   pool's size.
 * **Failed workers**: a worker that dies is restarted and its chunk is
-  retried (Ray Data's actor pools do so by default). A chunk's file is written
+  retried, up to :data:`MAX_RETRIES` times (a chunk that kills every
+  worker it is given fails the run instead of looping). A chunk's file is written
   to a temporary name and renamed, so a retried chunk replaces nothing half
   written and adds no second copy: every row is there exactly once.
 * **Resume**: chunks whose files are already there (stamped by this run) are
@@ -24,9 +25,14 @@ polars datasets) read either. What Ray adds is the scheduling:
   must be one all workers see (a shared file system on a real cluster), as
   for ``--shard`` runs.
 
-An unreachable ``address`` is a ``ConnectionError`` within
-:data:`CONNECT_TIMEOUT_S` seconds (the TCP port is tried before Ray is asked),
-never a silent fallback to one process.
+An unreachable ``address`` (or ``$RAY_ADDRESS``) is a ``ConnectionError``
+within :data:`CONNECT_TIMEOUT_S` seconds (the TCP port is tried before Ray is
+asked), never a silent fallback to one process; a pool larger than the
+cluster is a ValueError at once (Ray would wait for it for ever); an error in
+a worker (a bad text, other model files, another mixlib) reaches the caller
+as the ValueError or OSError it was, not as Ray's wrapper. Paths are made
+absolute, and the model cache's and mixlib's environment variables
+(:data:`FORWARDED_ENV`) are passed to the workers.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import json
 import os
 import re
 import socket
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +57,12 @@ RAY_EXTRA = 'pip install "mixlib[ray]"'
 #: Seconds to wait for a cluster's port before giving up.
 CONNECT_TIMEOUT_S = 20.0
 STAGING = ".ray-input"
+#: Restarts of a worker, and retries of one chunk, before the run fails (a chunk that kills every worker
+#: it is given, e.g. out of memory, must not loop for ever).
+MAX_RETRIES = 3
+#: Environment variables the workers get from the driver (model cache and offline mode, mixlib's own).
+FORWARDED_ENV = ("HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "MIXLIB_MODEL",
+                 "MIXLIB_CACHE_DIR")
 
 
 def need_ray() -> Any:
@@ -85,16 +98,21 @@ class _ChunkWorker:
     """One actor of the pool: loads the model once, then mixes whole chunks (Ray Data's callable class)."""
 
     def __init__(self, model: str, device: str, meta: dict[str, Any], texts: str, out: str, batch_size: int,
-                 threads: int) -> None:
+                 threads: int, version: str) -> None:
         import torch
 
+        from . import __version__
         from .models import load_encoder
 
+        host = socket.gethostname()
+        if __version__ != version:
+            raise ValueError(f"the worker on {host} has mixlib {__version__}, the driver {version}: install the same "
+                             "mixlib on every machine.")
         torch.set_num_threads(max(1, threads))
         self.enc = load_encoder(model, fallback=False, device=device)
         if weights_digest(self.enc.model) != meta["weights_sha256"]:
-            raise RuntimeError(f"the worker on {socket.gethostname()} loaded {model!r} with weights other than the "
-                               "driver's (stream.json's weights_sha256): every machine must see the same model files.")
+            raise ValueError(f"the worker on {host} loaded {model!r} with weights other than the driver's "
+                             "(stream.json's weights_sha256): every machine must see the same model files.")
         self.meta, self.texts, self.out, self.batch_size = meta, texts, Path(out), batch_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -120,7 +138,7 @@ def _stage(out: Path, k: int, texts: list, lines: list[int]) -> None:
 
 def _model_spec(enc: Any) -> str:
     """What a worker passes to :func:`mixlib.load_encoder` to load the driver's model (never a fallback)."""
-    return str(enc.requested) if enc.source == "local" else enc.name
+    return str(Path(enc.requested).expanduser().resolve()) if enc.source == "local" else enc.name
 
 
 def stream_mixing_ray(
@@ -168,59 +186,121 @@ def stream_mixing_ray(
             raise ValueError(f"{name}={value!r}; give an int >= {low}.")
     if not 0 <= float(gpus_per_worker):
         raise ValueError(f"gpus_per_worker={gpus_per_worker!r}; give a number >= 0.")
+    address = address or os.environ.get("RAY_ADDRESS") or None  # as `ray job submit` sets it
     check_address(address)
     i, n = parse_shard(shard) if isinstance(shard, str) else parse_shard(f"{shard[0]}/{shard[1]}")
     meta, marks = run_record(enc, texts, chunk_size=chunk_size, rate=rate, seed=seed, count=count,
                              max_length=max_length, header=header, keep_special_tokens=keep_special_tokens)
-    out = Path(out)
+    out = Path(out).expanduser().resolve()  # the workers run elsewhere, in another directory
     out.mkdir(parents=True, exist_ok=True)
     with writer_lock(out, (i, n)):
         _check_meta(out, meta, (i, n))
         _remove_dead_writers_files(out)
         (out / STAGING).mkdir(exist_ok=True)
         todo, skipped, sizes = [], [], {}
-        for k, chunk, lines in shard_chunks(texts, meta, marks, (i, n)):
-            if chunk_done(out, meta, k):
-                skipped.append(k)
-                continue
-            _stage(out, k, chunk, lines)
-            todo.append(k)
-            sizes[k] = len(chunk)
-        if todo:
-            _run_pool(ray, enc, meta, texts, out, todo, address=address, workers=int(workers),
-                      cpus=int(cpus_per_worker), gpus=float(gpus_per_worker), batch_size=batch_size)
-        _remove_dead_writers_files(out)  # a killed worker's temporary file (its chunk was retried)
+        try:
+            for k, chunk, lines in shard_chunks(texts, meta, marks, (i, n)):
+                if chunk_done(out, meta, k):
+                    skipped.append(k)
+                    continue
+                _stage(out, k, chunk, lines)
+                todo.append(k)
+                sizes[k] = len(chunk)
+            if todo:
+                _run_pool(ray, enc, meta, Path(texts).expanduser().resolve(), out, todo, address=address,
+                          workers=int(workers), cpus=int(cpus_per_worker), gpus=float(gpus_per_worker),
+                          batch_size=batch_size)
+        finally:  # staged texts are a copy, made again by a re-run: never left behind
+            for k in todo:
+                (out / STAGING / f"chunk-{k:07d}.json").unlink(missing_ok=True)
+            for tmp in (out / STAGING).glob(f".chunk-*.json.{os.getpid()}.tmp"):
+                tmp.unlink(missing_ok=True)
+            if not any((out / STAGING).iterdir()):
+                (out / STAGING).rmdir()
+        _remove_dead_writers_files(out)  # a killed worker's temporary file (its chunk was retried), on this machine
         missing = [k for k in todo if not chunk_done(out, meta, k)]
         if missing:  # pragma: no cover - Ray returned without error, yet a chunk file is not there
             raise RuntimeError(f"the Ray run ended without chunk files {missing[:5]}; run it again to compute them.")
-        for k in todo:
-            (out / STAGING / f"chunk-{k:07d}.json").unlink(missing_ok=True)
     return StreamResult(out=out, written=tuple(todo), skipped=tuple(skipped), n_sequences=sum(sizes.values()))
 
 
-def _run_pool(ray: Any, enc: Any, meta: dict[str, Any], texts: Any, out: Path, todo: list[int], *, address: str | None,
+def _run_pool(ray: Any, enc: Any, meta: dict[str, Any], texts: Path, out: Path, todo: list[int], *, address: str | None,
               workers: int, cpus: int, gpus: float, batch_size: int) -> None:
-    """Send the chunks ``todo`` through the actor pool; return when every one is written (or raise)."""
+    """Send the chunks ``todo`` through the actor pool; return when every one is written, or raise the first
+    worker's error itself (a bad text is a ValueError, as in the stream; not Ray's wrapper around it)."""
+    import signal
+    import threading
+
+    from . import __version__
+
     started = not ray.is_initialized()
     if started:
+        term = signal.getsignal(signal.SIGTERM)
         if address is None:
-            ray.init(num_cpus=max(os.cpu_count() or 1, workers * cpus), include_dashboard=False,
+            ray.init(num_cpus=max(len(os.sched_getaffinity(0)), workers * cpus), include_dashboard=False,
                      log_to_driver=False, configure_logging=False)
         else:
             ray.init(address=address, log_to_driver=False, configure_logging=False)
+        if term is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, term)  # ray.init installs its own: keep the CLI's (exit 143, one line)
     try:
+        _check_resources(ray, workers, cpus, gpus)
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
-        device = "cuda" if gpus > 0 else "cpu"
+        env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
         ds = ray.data.from_items([{"chunk": k} for k in todo], override_num_blocks=len(todo))
-        # Ray Data's actor pools restart a dead actor and retry its call (max_restarts = max_task_retries = -1)
-        ds = ds.map_batches(
-            _ChunkWorker, batch_size=1, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
-            num_cpus=cpus, num_gpus=gpus or None,
-            fn_constructor_kwargs={"model": _model_spec(enc), "device": device, "meta": meta, "texts": str(texts),
-                                   "out": str(out), "batch_size": int(batch_size), "threads": cpus})
-        for _ in ds.iter_batches(batch_size=None):
-            pass
+        with warnings.catch_warnings():  # ray_remote_args_fn: deprecated in 2.60, kept until 2.64 (pyproject's bound)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ds = ds.map_batches(
+                _ChunkWorker, batch_size=1, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
+                num_cpus=cpus, num_gpus=gpus or None, runtime_env={"env_vars": env} if env else None,
+                ray_remote_args_fn=lambda: {"max_restarts": MAX_RETRIES, "max_task_retries": MAX_RETRIES},
+                fn_constructor_kwargs={"model": _model_spec(enc), "device": "cuda" if gpus > 0 else "cpu", "meta": meta,
+                                       "texts": str(texts), "out": str(out), "batch_size": int(batch_size),
+                                       "threads": cpus, "version": __version__})
+        try:
+            for _ in ds.iter_batches(batch_size=None):
+                pass
+        except ray.exceptions.RayError as err:
+            raise _original(err) from None
     finally:
         if started:
             ray.shutdown()
+
+
+def _check_resources(ray: Any, workers: int, cpus: int, gpus: float) -> None:
+    """The pool fits the cluster now: Ray would otherwise wait for its actors for ever, silently."""
+    have = ray.cluster_resources()
+    for what, need in (("CPU", workers * cpus), ("GPU", workers * gpus)):
+        if need > have.get(what, 0):
+            raise ValueError(f"the pool needs {need:g} {what}s ({workers} workers x {need / workers:g}) but the cluster "
+                             f"has {have.get(what, 0):g}; give fewer --workers or fewer per worker.")
+
+
+def _chain(err: BaseException) -> list[BaseException]:
+    """An error and everything chained under it (``cause``, ``__cause__``, ``__context__``), each once."""
+    out, todo = [], [err]
+    while todo:
+        e = todo.pop(0)
+        if all(e is not x for x in out):
+            out.append(e)
+            todo += [x for x in (getattr(e, "cause", None), e.__cause__, e.__context__) if isinstance(x, BaseException)]
+    return out
+
+
+def _original(err: BaseException) -> BaseException:
+    """The error a worker raised, from under Ray's wrappers (RayTaskError, ActorDiedError, Ray Data's own).
+
+    An actor that died in its constructor carries only the text of the error, so a ValueError or OSError is
+    recognised by its type where Ray kept it, else by its ``ValueError: ...`` line.
+    """
+    chain = _chain(err)
+    for e in chain:
+        if isinstance(e, (ValueError, OSError)) and not type(e).__module__.startswith("ray"):
+            return type(e)(*e.args)
+    found = re.findall(r"^(ValueError|OSError|FileNotFoundError|PermissionError): (.+)$", "\n".join(map(str, chain)),
+                       flags=re.M)
+    if found:
+        kind, message = found[-1]
+        return (ValueError if kind == "ValueError" else OSError)(message)
+    return RuntimeError(f"a Ray worker failed: {err}")

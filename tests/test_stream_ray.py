@@ -17,6 +17,8 @@ from mixlib import cli
 from mixlib.stream import merge_mixing, stream_mixing
 from mixlib.widgets import load_sentence_pairs
 
+from conftest import make_random_encoder
+
 ray = pytest.importorskip("ray", reason="the Ray extra (requirements.txt pins it for make test)")
 
 
@@ -34,18 +36,17 @@ def _tables(out: Path) -> dict[str, pd.DataFrame]:
     return {p.name: pq.read_table(p).to_pandas() for p in sorted(out.glob("chunk-*.parquet"))}
 
 
+def _cmd(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _map_worker_pids() -> list[int]:
     """Processes of Ray Data's actor pool (their titles name the callable class)."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                cmd = (proc / "cmdline").read_bytes().decode(errors="replace")
-            except OSError:
-                continue
-            if "MapWorker" in cmd and "_ChunkWorker" in cmd:
-                pids.append(int(proc.name))
-    return pids
+    return [int(p.name) for p in Path("/proc").iterdir()
+            if p.name.isdigit() and "MapWorker" in (cmd := _cmd(p)) and "_ChunkWorker" in cmd]
 
 
 def test_ray_engine_equals_the_stream_and_survives_a_killed_worker(packaged_enc, corpus, tmp_path, capsys):
@@ -87,14 +88,34 @@ def test_ray_engine_equals_the_stream_and_survives_a_killed_worker(packaged_enc,
         killed, deadline = [], time.monotonic() + 120
         while not killed and run.is_alive() and time.monotonic() < deadline:
             pids = _map_worker_pids()
-            if pids and any(out.glob("chunk-*.parquet")):
-                os.kill(pids[0], signal.SIGKILL)
-                killed.append((pids[0], len(list(out.glob("chunk-*.parquet")))))
+            if len(pids) == 2 and any(out.glob("chunk-*.parquet")):  # both workers busy: each holds a chunk
+                for pid in pids:
+                    os.kill(pid, signal.SIGKILL)
+                killed.append((pids, len(list(out.glob("chunk-*.parquet")))))
             time.sleep(0.02)
         run.join(timeout=240)
-        assert not run.is_alive(), "the Ray run did not finish after a worker was killed"
+        assert not run.is_alive(), "the Ray run did not finish after its workers were killed"
+        # a pool larger than the cluster is one line, not a wait for ever
+        with pytest.raises(ValueError, match=r"the pool needs 5 CPUs .* the cluster has 3"):
+            stream_mixing_ray(enc, path, tmp_path / "big", chunk_size=3, seed=2, workers=5)
+        # a worker that loads other weights than the driver's (another machine's model files) fails, in one line
+        model_dir = tmp_path / "model"
+        tiny = make_random_encoder(seed=1)
+        tiny.model.save_pretrained(model_dir)
+        tiny.tokenizer.save_pretrained(model_dir)
+        driver = mixlib.load_encoder(model_dir, device="cpu")
+        make_random_encoder(seed=2).model.save_pretrained(model_dir)
+        with pytest.raises(ValueError, match="weights other than the driver's"):
+            stream_mixing_ray(driver, path, tmp_path / "other", chunk_size=12, workers=1)
     finally:
         ray.shutdown()
+    for _ in range(50):  # nothing of the cluster is left running (its processes exit within seconds)
+        left = [p.name for p in Path("/proc").iterdir() if p.name.isdigit()
+                and _cmd(p).split(" ")[0].endswith(("raylet", "gcs_server"))]
+        if not left:
+            break
+        time.sleep(0.2)
+    assert not left, f"Ray processes still running after ray.shutdown(): {left}"
     assert killed and killed[0][1] < len(expected), f"no worker was killed mid-run: {killed}"
     assert result["r"].written == tuple(range(8))
     got = _tables(out)
@@ -131,10 +152,11 @@ def test_slurm_array_script_runs_two_shards_through_bash(corpus, tmp_path):
     path, pairs = corpus
     script = Path(mixlib.__file__).parent / "scripts" / "slurm_stream_mixing.sh"
     out = tmp_path / "slurm"
-    env = {**os.environ, "MIXLIB_PYTHON": sys.executable, "SLURM_ARRAY_TASK_COUNT": "2", "SLURM_CPUS_PER_TASK": "1"}
+    env = {**os.environ, "MIXLIB_PYTHON": sys.executable, "MIXLIB_SHARDS": "2", "SLURM_CPUS_PER_TASK": "1"}
     args = ["bash", str(script), str(path), str(out), "all-MiniLM-L6-v2", "--chunk-size", "5", "--device", "cpu"]
-    for i in ("0", "1", "1"):
-        done = subprocess.run(args, env={**env, "SLURM_ARRAY_TASK_ID": i}, capture_output=True, text=True, timeout=300)
+    for i, count in (("0", "2"), ("1", "2"), ("1", "1")):  # the last: task 1 submitted again on its own (--array=1)
+        done = subprocess.run(args, env={**env, "SLURM_ARRAY_TASK_ID": i, "SLURM_ARRAY_TASK_COUNT": count},
+                              capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         assert f"shard {i}/2" in done.stdout
     assert "wrote 0 chunks" in done.stdout  # the re-run of task 1
@@ -143,3 +165,6 @@ def test_slurm_array_script_runs_two_shards_through_bash(corpus, tmp_path):
     pd.testing.assert_frame_equal(merge_mixing(out)["table"], merge_mixing(one)["table"])
     bad = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "not an array task" in bad.stderr
+    no_n = {k: v for k, v in env.items() if k != "MIXLIB_SHARDS"}
+    bad = subprocess.run(args, env={**no_n, "SLURM_ARRAY_TASK_ID": "0"}, capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "set MIXLIB_SHARDS" in bad.stderr
