@@ -103,7 +103,7 @@ import numpy as np
 import torch
 
 from .mixing import _StopForward, _as_batch, _chunks, _first, _register, _run_hooked, check_precision
-from .mixing.kernel import _check_attention, _inverse_std, _Workspace
+from .mixing.kernel import _attention_weights, _check_attention, _inverse_std, _Workspace
 
 __all__ = ["ContextMaps", "MEASURES", "context_maps", "measure_agreement", "agreement_null"]
 
@@ -333,10 +333,10 @@ def _layer_maps(layer: int, p: dict[str, Any], got: dict[str, Any], ln2: tuple[t
     H = p["w_heads"].shape[0]
     dh = D // H
     alpha = got.get("alpha")  # (b, H, n, n): the model's own weights (eager attention returns them)
-    if alpha is None:
-        additive = torch.zeros(real.shape, device=real.device).masked_fill_(~real, torch.finfo(torch.float32).min)
-        q, k = (got[r].view(nb, n, H, dh).transpose(1, 2) for r in ("q", "k"))
-        alpha = torch.softmax(q @ k.transpose(-1, -2) * dh**-0.5 + additive[:, None, None, :], dim=-1)
+    if alpha is None:  # recomputed from Q and K, as decompose does
+        additive = torch.zeros(real.shape, device=real.device, dtype=got["q"].dtype)
+        additive.masked_fill_(~real, torch.finfo(additive.dtype).min)
+        alpha = _attention_weights(got["q"], got["k"], additive, H, ws)
     err = float(_check_attention(alpha, got["v"], got["context"], ws.directions(H, dh), ~real, ws))
     if not err <= atol:
         raise RuntimeError(f"context_maps: layer {layer}: the attention weights do not reproduce the model's attention "

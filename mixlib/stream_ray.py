@@ -197,7 +197,7 @@ def stream_mixing_ray(
         _check_meta(out, meta, (i, n))
         _remove_dead_writers_files(out)
         (out / STAGING).mkdir(exist_ok=True)
-        todo, skipped, sizes = [], [], {}
+        todo, skipped, n_seq = [], [], 0
         try:
             for k, chunk, lines in shard_chunks(texts, meta, marks, (i, n)):
                 if chunk_done(out, meta, k):
@@ -205,7 +205,7 @@ def stream_mixing_ray(
                     continue
                 _stage(out, k, chunk, lines)
                 todo.append(k)
-                sizes[k] = len(chunk)
+                n_seq += len(chunk)
             if todo:
                 _run_pool(ray, enc, meta, Path(texts).expanduser().resolve(), out, todo, address=address,
                           workers=int(workers), cpus=int(cpus_per_worker), gpus=float(gpus_per_worker),
@@ -221,7 +221,7 @@ def stream_mixing_ray(
         missing = [k for k in todo if not chunk_done(out, meta, k)]
         if missing:  # pragma: no cover - Ray returned without error, yet a chunk file is not there
             raise RuntimeError(f"the Ray run ended without chunk files {missing[:5]}; run it again to compute them.")
-    return StreamResult(out=out, written=tuple(todo), skipped=tuple(skipped), n_sequences=sum(sizes.values()))
+    return StreamResult(out=out, written=tuple(todo), skipped=tuple(skipped), n_sequences=n_seq)
 
 
 def _run_pool(ray: Any, enc: Any, meta: dict[str, Any], texts: Path, out: Path, todo: list[int], *, address: str | None,

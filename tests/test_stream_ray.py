@@ -138,6 +138,13 @@ def test_ray_engine_errors_are_one_line(corpus, tmp_path, capsys, monkeypatch):
     assert not list((tmp_path / "a").glob("chunk-*")) if (tmp_path / "a").exists() else True
     assert cli.main([*base, "--out", str(tmp_path / "b"), "--address", "not an address"]) == 2
     assert "is not host:port" in capsys.readouterr().err
+    # RAY_ADDRESS (as `ray job submit` sets it) counts as --address: checked the same way, before any work
+    from mixlib.stream_ray import stream_mixing_ray
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:9")
+    with pytest.raises(ConnectionError, match="no Ray cluster answers at 127.0.0.1:9"):
+        stream_mixing_ray(None, path, tmp_path / "d")
+    monkeypatch.delenv("RAY_ADDRESS")
     monkeypatch.setitem(__import__("sys").modules, "ray", None)
     assert cli.main([*base, "--out", str(tmp_path / "c")]) == 2
     assert 'pip install "mixlib[ray]"' in capsys.readouterr().err
