@@ -51,6 +51,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .japanese import MissingExtra
 from .paths import follow_umask, pid_alive
 
 
@@ -953,7 +954,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{prog}: {'terminated' if isinstance(stop, _Terminated) else 'interrupted'}; "
               f"{kept} ({args.out}).", file=sys.stderr)
         return 143 if isinstance(stop, _Terminated) else 130
-    except (ValueError, OSError) as err:
+    except (ValueError, OSError, MissingExtra) as err:
         print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
         return 2
     finally:

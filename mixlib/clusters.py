@@ -37,6 +37,7 @@ __all__ = [
     "VocabClusters",
     "UpperClusters",
     "token_type",
+    "type_names",
     "cluster_vocab",
     "find_cluster",
     "cluster_summary",
@@ -111,13 +112,37 @@ def token_type(token: str, tokenizer: Any = None) -> str:
     vocabulary (BERT, ELECTRA); for byte-level BPE (RoBERTa) they are applied
     to the raw token strings and the Subwords rule never fires.
 
+    A Japanese tokenizer (``BertJapaneseTokenizer``: tohoku-nlp/bert-base-japanese-v3 ...) gets the
+    Japanese types instead -- 漢字, ひらがな, カタカナ, 混在, ラテン文字, サブワード, 数字, 記号 ... -- by the rules
+    of :func:`mixlib.japanese.token_type`; :func:`type_names` gives the list for a tokenizer.
+
     Examples
     --------
     >>> [token_type(t) for t in ["the", "##ing", "##9", "1990", "1st", "!", "[PAD]", "[unused7]", "[CLS]"]]
     ['Words', 'Subwords', 'Subwords', 'Numbers', 'Words', 'Symbols', 'Special', 'Special', 'Tags']
     """
     tags, special = _special_sets(tokenizer)
+    if _is_japanese(tokenizer):
+        from .japanese import token_type as ja_type
+
+        return ja_type(token, tags, special)
     return _type_with(token, tags, special)
+
+
+def _is_japanese(tokenizer: Any) -> bool:
+    from .japanese import is_japanese
+
+    return tokenizer is not None and is_japanese(tokenizer)
+
+
+def type_names(tokenizer: Any = None) -> tuple[str, ...]:
+    """The token types of a tokenizer's vocabulary, in table order: :data:`TYPES`, or for a Japanese
+    tokenizer :data:`mixlib.japanese.TYPES`."""
+    if _is_japanese(tokenizer):
+        from .japanese import TYPES as JA_TYPES
+
+        return JA_TYPES
+    return TYPES
 
 
 def _type_with(token: str | None, tags: set[str], special: set[str]) -> str:
@@ -171,6 +196,9 @@ class VocabClusters:
         from the cache is reflected by :attr:`from_cache`).
     from_cache : bool
         True when loaded from the disk cache.
+    types : tuple of str
+        The type list of this vocabulary, in table order: :data:`TYPES`, or
+        :data:`mixlib.japanese.TYPES` for a Japanese tokenizer (:func:`type_names`).
     """
 
     model: str
@@ -188,6 +216,7 @@ class VocabClusters:
     n_iter: int = 0
     seconds: float = 0.0
     from_cache: bool = False
+    types: tuple[str, ...] = TYPES
 
     def check_cluster(self, cluster: int) -> int:
         if not isinstance(cluster, (int, np.integer)) or isinstance(cluster, bool) or not 0 <= int(cluster) < self.k:
@@ -254,13 +283,19 @@ def _token_index(tokens: tuple[str, ...]) -> dict[str, int]:
 
 
 def _type_codes(tokens: Sequence[str], tokenizer: Any) -> np.ndarray:
+    """Index of every token's type in :func:`type_names` (tokenizer)."""
     tags, special = _special_sets(tokenizer)
-    return np.array([TYPES.index(_type_with(t, tags, special)) for t in tokens], dtype=np.int64)
+    names = type_names(tokenizer)
+    if names is TYPES:
+        rule = _type_with
+    else:
+        from .japanese import token_type as rule
+    return np.array([names.index(rule(t, tags, special)) for t in tokens], dtype=np.int64)
 
 
-def _majority(labels: np.ndarray, codes: np.ndarray, k: int) -> np.ndarray:
-    """Majority type code per cluster; ties -> the smallest code (first in TYPES)."""
-    counts = np.bincount(labels * len(TYPES) + codes, minlength=k * len(TYPES)).reshape(k, len(TYPES))  # (K, T)
+def _majority(labels: np.ndarray, codes: np.ndarray, k: int, n_types: int = len(TYPES)) -> np.ndarray:
+    """Majority type code per cluster; ties -> the smallest code (first in the type list)."""
+    counts = np.bincount(labels * n_types + codes, minlength=k * n_types).reshape(k, n_types)  # (K, T)
     return counts.argmax(axis=1)  # argmax returns the first maximum
 
 
@@ -435,9 +470,10 @@ def cluster_vocab(
 
 
 def _assemble(enc, E, tokens, labels, centroids, *, k, seed, inertia, n_iter, seconds, hit) -> VocabClusters:
+    names = type_names(enc.tokenizer)
     codes = _type_codes(tokens, enc.tokenizer)  # (V,)
-    types = np.array(TYPES)
-    maj = _majority(labels, codes, k)  # (K,)
+    types = np.array(names)
+    maj = _majority(labels, codes, k, len(names))  # (K,)
     norms = np.linalg.norm(E, axis=1).astype(np.float32)  # (V,)
     dist = np.linalg.norm(E - centroids[labels], axis=1).astype(np.float32)  # (V,)
     return VocabClusters(
@@ -456,6 +492,7 @@ def _assemble(enc, E, tokens, labels, centroids, *, k, seed, inertia, n_iter, se
         n_iter=n_iter,
         seconds=seconds,
         from_cache=hit,
+        types=tuple(names),
     )
 
 
@@ -471,14 +508,14 @@ def cluster_summary(clusters: VocabClusters):
         Columns ``type``, ``n_clusters``, ``n_tokens``, ``tokens_per_cluster``,
         ``mean_norm`` (mean Euclidean norm of the member embeddings) and
         ``mean_dist`` (mean Euclidean distance of the members to their own
-        centroid); one row per type in :data:`TYPES` order (types with no
+        centroid); one row per type in :attr:`VocabClusters.types` order (types with no
         cluster are kept with zeros/NaN) and a final ``Total`` row.
     """
     import pandas as pd
 
     tok_cluster_type = clusters.cluster_types[clusters.labels]  # (V,)
     rows = []
-    for t in TYPES:
+    for t in clusters.types:
         sel = tok_cluster_type == t
         nc = int((clusters.cluster_types == t).sum())
         nt = int(sel.sum())
@@ -512,7 +549,7 @@ class UpperClusters:
         Upper cluster of every (lower) cluster.
     centroids : numpy.ndarray, float32, shape (k, D)
     table : pandas.DataFrame
-        Rows = upper clusters, columns = :data:`TYPES`: how many lower clusters
+        Rows = upper clusters, columns = the clusters' types (:attr:`VocabClusters.types`): how many lower clusters
         of each majority type every upper cluster holds, plus ``n_clusters``,
         ``n_tokens`` and ``main_type`` (its most frequent type).
     """
@@ -540,13 +577,14 @@ def recluster_centroids(clusters: VocabClusters, k: int = 7, seed: int = 0) -> U
         raise ValueError(f"k={k!r} is out of range: there are {K} centroids to cluster, so k must be an integer in 1..{K}.")
     km = KMeans(n_clusters=int(k), n_init=10, random_state=int(seed)).fit(clusters.centroids)
     up = km.labels_.astype(np.int64)  # (K,)
-    codes = np.array([TYPES.index(t) for t in clusters.cluster_types], dtype=np.int64)
-    counts = np.bincount(up * len(TYPES) + codes, minlength=int(k) * len(TYPES)).reshape(int(k), len(TYPES))
-    table = pd.DataFrame(counts, columns=list(TYPES))
+    names = clusters.types
+    codes = np.array([names.index(t) for t in clusters.cluster_types], dtype=np.int64)
+    counts = np.bincount(up * len(names) + codes, minlength=int(k) * len(names)).reshape(int(k), len(names))
+    table = pd.DataFrame(counts, columns=list(names))
     table.index.name = "upper"
     table["n_clusters"] = counts.sum(axis=1)
     table["n_tokens"] = np.bincount(up, weights=clusters.sizes, minlength=int(k)).astype(np.int64)
-    table["main_type"] = [TYPES[i] for i in counts.argmax(axis=1)]
+    table["main_type"] = [names[i] for i in counts.argmax(axis=1)]
     return UpperClusters(labels=up, centroids=km.cluster_centers_.astype(np.float32), table=table, k=int(k), seed=int(seed))
 
 
@@ -1047,9 +1085,9 @@ class ClusterStability:
     ari : pandas.DataFrame
         Adjusted Rand index between every pair of runs (1 on the diagonal).
     type_counts : pandas.DataFrame
-        Rows = runs, columns = :data:`TYPES`: clusters of each majority type.
+        Rows = runs, columns = the runs' types: clusters of each majority type.
     token_counts : pandas.DataFrame
-        Rows = runs, columns = :data:`TYPES`: tokens in clusters of each type.
+        Rows = runs, columns = the runs' types: tokens in clusters of each type.
     anchors : pandas.DataFrame
         Rows = anchor tokens, columns = runs after the first: Jaccard overlap
         of the cluster holding the token in that run with the cluster holding
@@ -1097,7 +1135,7 @@ def cluster_stability(runs: Sequence[VocabClusters], names: Sequence[str] | None
     for i in range(n):
         for j in range(i + 1, n):
             ari[i, j] = ari[j, i] = adjusted_rand_score(runs[i].labels, runs[j].labels)
-    types = list(TYPES)
+    types = list(runs[0].types)
     tc = pd.DataFrame([[int((r.cluster_types == t).sum()) for t in types] for r in runs], index=names, columns=types)
     tk = pd.DataFrame([[int((r.cluster_types[r.labels] == t).sum()) for t in types] for r in runs], index=names, columns=types)
     rows = {}

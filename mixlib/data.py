@@ -36,7 +36,8 @@ __all__ = ["PAD_CATEGORY", "PUNCTUATION", "MASK_COUNTS", "tokenize", "mask_count
 
 #: Category given to padding positions (never counted in any statistic).
 PAD_CATEGORY = "[PAD]"
-#: The punctuation category of the paper: the period and the comma.
+#: The punctuation category of the paper: the period and the comma (a Japanese tokenizer's is
+#: :data:`mixlib.japanese.PUNCTUATION`).
 PUNCTUATION = (".", ",")
 #: Prefixes that subword vocabularies put in front of a word-initial piece.
 _WORD_PREFIXES = ("Ġ", "▁")
@@ -320,9 +321,11 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
 
 
 def _punctuation_ids(tok: Any) -> set[int]:
+    from . import japanese
+
     unk = getattr(tok, "unk_token_id", None)
     ids: set[int] = set()
-    for p in PUNCTUATION:
+    for p in japanese.PUNCTUATION if japanese.is_japanese(tok) else PUNCTUATION:
         for prefix in ("", *_WORD_PREFIXES):
             i = tok.convert_tokens_to_ids(prefix + p)
             if i is not None and i != unk:
@@ -346,7 +349,8 @@ def token_categories(enc: Any, input_ids: Any, attention_mask: Any = None) -> np
     numpy.ndarray of str, same shape as ``input_ids``
         ``"[CLS]"``, ``"[SEP]"``, ``"[MASK]"`` (the tokenizer's cls/sep/mask
         tokens, whatever they are spelled, e.g. ``<s>`` for RoBERTa),
-        ``"句読点"`` (``.`` or ``,``, with or without a word-start marker),
+        ``"句読点"`` (``.`` or ``,``, with or without a word-start marker; for a Japanese tokenizer,
+        :data:`mixlib.japanese.PUNCTUATION`: 、。「」『』・… ！？ and their other forms),
         ``"その他"`` (everything else, ``[UNK]`` included) or ``"[PAD]"``.
     """
     tok = _tokenizer_of(enc)

