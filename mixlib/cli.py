@@ -620,6 +620,9 @@ def cmd_clusters(args: argparse.Namespace, enc: Any, out: _Out) -> None:
 
     vc = cluster_vocab(enc, k=args.k, seed=args.seed)
     out.csv("tokens.csv", pd.DataFrame({"token": vc.tokens, "cluster": vc.labels, "type": vc.token_types}), index_label="token_id")
+    # every token under its own type (cluster_summary counts them under their cluster's type), in the types' order
+    counts = pd.Series(vc.token_types).value_counts().reindex(list(vc.types), fill_value=0)
+    out.csv("token_types.csv", pd.DataFrame({"type": counts.index, "n_tokens": counts.to_numpy()}), index=False)
     out.csv("cluster_summary.csv", cluster_summary(vc), index=False)
     upper = recluster_centroids(vc, k=args.upper_k, seed=args.seed)
     out.csv("upper_clusters.csv", pd.DataFrame({"cluster": range(vc.k), "upper": upper.labels, "type": vc.cluster_types}), index=False)

@@ -234,7 +234,8 @@ COMMANDS = {
                ["mixing_ratio_by_layer.csv", "summary.csv", "mixing_ratio_by_layer.png", "norms_by_layer.png"]),
     "stretch": ([], ["psi_by_head.csv", "psi_qkv_mean_by_head.png"]),
     "clusters": (["--k", "12", "--upper-k", "3", "--top", "3"],
-                 ["cluster_summary.csv", "top_clusters_by_head.csv", "type_map.csv", "type_map.png", "tokens.csv"]),
+                 ["cluster_summary.csv", "top_clusters_by_head.csv", "type_map.csv", "type_map.png", "tokens.csv",
+                  "token_types.csv"]),
     "positional": (["--n", "16", "--layer", "11"], ["cos_histogram.csv", "top_pairs.csv", "pca.png"]),
     "maps": (["--texts", "{texts}", "--max-length", "48"], ["own_share.csv", "maps.npz"]),
     "stream-mixing": (["--texts", "{texts}", "--max-length", "48", "--chunk-size", "2"], []),
@@ -308,6 +309,9 @@ def test_cli_labels_vocabulary_types_in_japanese(cli_runs):
     assert set(tokens["type"]) <= set(japanese.TYPES)
     counts = collections.Counter(tokens["type"])
     assert counts["漢字"] > 0 and counts["ひらがな"] > 0 and counts["サブワード"] > 0
+    table = pd.read_csv(out / "token_types.csv")
+    assert table["type"].tolist() == list(japanese.TYPES)
+    assert dict(zip(table["type"], table["n_tokens"])) == {t: counts.get(t, 0) for t in japanese.TYPES}
 
 
 def test_missing_extra_is_one_line(ja_env, tmp_path):
