@@ -35,28 +35,28 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXTRA", "MODELS", "MissingExtra", "PUNCTUATION", "TYPES", "is_japanese", "token_type", "tokenizer_kwargs",
+__all__ = ["EXTRA", "MODELS", "MODEL_DICTIONARIES", "MissingExtra", "PUNCTUATION", "TYPES", "is_japanese", "token_type", "tokenizer_kwargs",
            "check_installed", "needs_japanese_tokenizer"]
 
 #: How to install what the Japanese tokenizers need.
 EXTRA = 'pip install "mixlib[ja]"'
-#: Japanese encoders known to work (hub ids; the first is the default Japanese choice).
-MODELS = (
-    "tohoku-nlp/bert-base-japanese-v3",
-    "tohoku-nlp/bert-base-japanese-char-v3",
-    "cl-tohoku/bert-base-japanese-whole-word-masking",
-    "tohoku-nlp/bert-base-japanese-v2",
-    "tohoku-nlp/bert-large-japanese-v2",
-    "cl-tohoku/bert-base-japanese-v3",
-    "cl-tohoku/bert-base-japanese-char-v3",
-    "cl-tohoku/bert-base-japanese",
-)
+#: Japanese encoders known to work (hub ids; the first is the default Japanese choice) -> the MeCab dictionary
+#: each was trained with (what its tokenizer needs besides fugashi).
+MODEL_DICTIONARIES = {
+    "tohoku-nlp/bert-base-japanese-v3": "unidic_lite",
+    "tohoku-nlp/bert-base-japanese-char-v3": "unidic_lite",
+    "cl-tohoku/bert-base-japanese-whole-word-masking": "ipadic",
+    "tohoku-nlp/bert-base-japanese-v2": "unidic_lite",
+    "tohoku-nlp/bert-large-japanese-v2": "unidic_lite",
+    "cl-tohoku/bert-base-japanese-v3": "unidic_lite",
+    "cl-tohoku/bert-base-japanese-char-v3": "unidic_lite",
+    "cl-tohoku/bert-base-japanese": "ipadic",
+}
+MODELS = tuple(MODEL_DICTIONARIES)
 #: The dictionary a MeCab tokenizer_config.json without ``mecab_kwargs`` was trained with (transformers 4's default).
 LEGACY_DICTIONARY = "ipadic"
 #: mecab_dic -> the Python package that holds it (``None``: MeCab's system dictionary, chosen by mecab_option).
 DICTIONARY_PACKAGES = {"ipadic": "ipadic", "unidic_lite": "unidic_lite", "unidic": "unidic"}
-#: Packages the extra installs: fugashi (MeCab) and the dictionaries of the models in MODELS.
-EXTRA_PACKAGES = ("fugashi", "unidic_lite", "ipadic")
 
 #: Japanese punctuation counted as 句読点 (after Kobayashi et al.'s period and comma): the ideographic comma and full
 #: stop, corner brackets, the middle dot, the ellipsis, ! and ?, in full-width, half-width and ASCII forms. The
@@ -155,9 +155,10 @@ def read_tokenizer_config(path_or_name: str) -> dict[str, Any]:
 
 
 def check_installed(name: str) -> None:
-    """For a known Japanese hub id, fail before any download when the extra is missing."""
-    if name in MODELS:
-        missing = [m for m in EXTRA_PACKAGES if not _installed(m)]
+    """For a known Japanese hub id, fail before any download when fugashi or that model's dictionary is missing."""
+    dic = MODEL_DICTIONARIES.get(name)
+    if dic is not None:
+        missing = [m for m in ("fugashi", DICTIONARY_PACKAGES[dic]) if not _installed(m)]
         if missing:
             names = " and ".join(m.replace("_", "-") for m in missing)
             raise MissingExtra(f"{name!r} tokenizes Japanese with MeCab, which needs {names} (not installed): {EXTRA}")

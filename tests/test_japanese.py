@@ -96,9 +96,14 @@ def test_tokenizer_kwargs_and_the_missing_extra(monkeypatch):
     assert japanese.tokenizer_kwargs(v3) == {}  # v3 needs no ipadic
     with pytest.raises(japanese.MissingExtra, match="ipadic"):
         japanese.tokenizer_kwargs(legacy)
-    # a known Japanese hub id fails before any download or cache lookup
+    # a known Japanese hub id fails before any download or cache lookup, for what that model needs only
+    japanese.check_installed("tohoku-nlp/bert-base-japanese-v3")  # fugashi + unidic-lite are enough for v3
     with pytest.raises(japanese.MissingExtra, match="ipadic"):
+        japanese.check_installed("cl-tohoku/bert-base-japanese-whole-word-masking")
+    monkeypatch.setattr(japanese, "_installed", lambda m: m != "unidic_lite")
+    with pytest.raises(japanese.MissingExtra, match="unidic-lite") as err:
         japanese.check_installed("tohoku-nlp/bert-base-japanese-v3")
+    assert "ipadic" not in str(err.value) and EXTRA_LINE in str(err.value)
     japanese.check_installed("bert-base-uncased")  # not Japanese: nothing to check
 
 
