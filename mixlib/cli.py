@@ -821,7 +821,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="merge even when chunk files are missing (run.json and the figure then say 'partial' and "
                                 "how many texts are covered); without it, a missing chunk is an error")
             continue
-        p.add_argument("--model", default=None, help="hub id, local directory, or all-MiniLM-L6-v2 (default: $MIXLIB_MODEL, else bert-base-uncased)")
+        p.add_argument("--model", default=None, help="hub id (Japanese: tohoku-nlp/bert-base-japanese-v3 ..., with pip install \"mixlib[ja]\"), local directory, "
+                       "or all-MiniLM-L6-v2 (default: $MIXLIB_MODEL, else bert-base-uncased)")
         p.add_argument("--device", default="auto", help="auto (CUDA when available), cpu, cuda, cuda:1 ... (default: auto)")
         p.add_argument("--no-fallback", action="store_true", help="fail instead of using the packaged model when --model cannot be loaded")
         if name == "stream-mixing":

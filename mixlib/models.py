@@ -22,7 +22,8 @@ tokenizer; see :mod:`mixlib.japanese`.
    name; then the files are downloaded, giving up when no byte arrives for
    :data:`STALL_TIMEOUT` seconds.
 
-Falling back to the packaged model happens only when the hub is *unreachable*
+Falling back to the packaged (English) model happens only for a model that is not Japanese
+(:data:`mixlib.japanese.MODELS` never falls back), only when the hub is *unreachable*
 (``HF_HUB_OFFLINE=1``, no connection, no answer in time, an HTTP 5xx, a stalled
 download), and only with ``fallback=True`` (one line says so and how to choose a
 model); with ``fallback=False`` an ``OSError`` explains what to do. A name the hub
@@ -967,6 +968,12 @@ def _load(name: str, *, fallback: bool, device: torch.device, lang: str = "en") 
         raise OSError(
             f"Cannot load {name!r}: it is not in the local Hugging Face cache and {reason}, and it looks like a typo "
             f"of {' or '.join(repr(n) for n in near)}. {_choices()}"
+        ) from cache_error
+    if name in japanese.MODELS:  # the packaged model is English: its numbers on Japanese text would mean nothing
+        raise OSError(
+            f"Cannot load {name!r}: it is not in the local Hugging Face cache and {reason}. A Japanese model has no "
+            f"offline stand-in (the packaged {PACKAGED_MODEL} is English, so nothing falls back): connect to the "
+            f"network, or download it where there is network with `hf download {name}` (then copy the cache)."
         ) from cache_error
     if not fallback:
         raise OSError(

@@ -351,3 +351,28 @@ def test_missing_extra_is_one_line(ja_env, tmp_path):
         assert named in api and EXTRA_LINE in api, api
         assert code == 2 and err.count("\n") == 1 and EXTRA_LINE in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_japanese_model_never_falls_back_to_the_english_one(tmp_path):
+    """Offline and not cached: an OSError saying so (even with fallback=True), not the packaged English model."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_ENDPOINT", "MIXLIB_MODEL")}
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_HUB_CACHE=str(tmp_path / "hf" / "hub"), HF_HUB_OFFLINE="1",
+               PYTHONPATH=str(REPO))
+    proc = _python(
+        """
+        import contextlib, io, json, mixlib
+        from mixlib.cli import main
+        try:
+            mixlib.load_encoder("tohoku-nlp/bert-base-japanese-v3", fallback=True)
+            api = "loaded"
+        except OSError as err:
+            api = str(err)
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = main(["stretch", "--model", "tohoku-nlp/bert-base-japanese-v3", "--out", OUT])
+        print("CARD", json.dumps([api, code, err.getvalue()]))
+        """.replace("OUT", repr(str(tmp_path / "out"))), env)
+    api, code, err = _card(proc)
+    assert "no offline stand-in" in api and "hf download tohoku-nlp/bert-base-japanese-v3" in api, api
+    assert "[mixlib]" not in proc.stdout  # no fallback line
+    assert code == 2 and err.count("\n") == 1 and "no offline stand-in" in err and not (tmp_path / "out").exists()
