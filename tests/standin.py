@@ -171,30 +171,39 @@ def build(root: Path | None = None, *, quiet: bool = False) -> Path:
     return build_tree(root, _complete, write, what=REPO_ID, quiet=quiet)
 
 
-def env(root: Path | None = None) -> dict[str, str]:
-    """Environment variables under which ``load_encoder()`` (no argument) resolves to the stand-in."""
-    root = build(root)
+def hf_env(root: Path, model: str) -> dict[str, str]:
+    """Environment variables under which the hub cache at ``root`` is the only one, offline, and ``model`` the default."""
     return {
         "HF_HOME": str(root),
         "HF_HUB_CACHE": str(root / "hub"),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
-        "MIXLIB_MODEL": REPO_ID,
+        "MIXLIB_MODEL": model,
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=None, help="folder to build into (default: $MIXLIB_STANDIN_DIR or the user cache)")
+def env(root: Path | None = None) -> dict[str, str]:
+    """Environment variables under which ``load_encoder()`` (no argument) resolves to the stand-in."""
+    return hf_env(build(root), REPO_ID)
+
+
+def command_line(argv: list[str] | None, env_of, description: str, root_variable: str) -> int:
+    """``--print-env`` (shell ``export`` lines) or the stand-in's folder, after building it with ``env_of(root)``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--root", type=Path, default=None, help=f"folder to build into (default: ${root_variable} or the user cache)")
     parser.add_argument("--print-env", action="store_true", help="print the environment variables as shell `export` lines")
     args = parser.parse_args(argv)
-    variables = env(args.root)
+    variables = env_of(args.root)
     if args.print_env:
         for k, v in variables.items():
             print(f"export {k}={shlex.quote(v)}")
     else:
         print(variables["HF_HOME"])
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return command_line(argv, env, __doc__.split("\n\n")[0], "MIXLIB_STANDIN_DIR")
 
 
 if __name__ == "__main__":

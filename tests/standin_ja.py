@@ -33,12 +33,10 @@ Command line::
 
 from __future__ import annotations
 
-import argparse
 import collections
 import hashlib
 import json
 import os
-import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -50,24 +48,9 @@ REPO = Path(__file__).resolve().parents[1]
 MODEL = "tohoku-nlp/bert-base-japanese-v3"
 CHAR_MODEL = "tohoku-nlp/bert-base-japanese-char-v3"
 WWM_MODEL = "cl-tohoku/bert-base-japanese-whole-word-masking"
-#: bert-base-japanese-v3's published configuration, but for the vocabulary size (that of the vocabulary built here).
-CONFIG = {
-    "architectures": ["BertForMaskedLM"],
-    "model_type": "bert",
-    "hidden_size": 768,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "intermediate_size": 3072,
-    "hidden_act": "gelu",
-    "hidden_dropout_prob": 0.1,
-    "attention_probs_dropout_prob": 0.1,
-    "max_position_embeddings": 512,
-    "type_vocab_size": 2,
-    "initializer_range": 0.02,
-    "layer_norm_eps": 1e-12,
-    "pad_token_id": 0,
-    "tokenizer_class": "BertJapaneseTokenizer",
-}
+#: bert-base-japanese-v3's published configuration: bert-base's sizes (as tests/standin.py's), its tokenizer class,
+#: and the vocabulary size of the vocabulary built here (set when the model is written).
+CONFIG = {**{k: v for k, v in standin.CONFIG.items() if k != "vocab_size"}, "tokenizer_class": "BertJapaneseTokenizer"}
 #: the two models whose only test is loading and tokenization
 SMALL = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}
 #: tokenizer_config.json as the hub repositories have them
@@ -199,28 +182,11 @@ def revision_of(root: Path) -> str:
 
 def env(root: Path | None = None) -> dict[str, str]:
     """Environment variables under which ``load_encoder("tohoku-nlp/bert-base-japanese-v3")`` resolves to the stand-in."""
-    root = build(root)
-    return {
-        "HF_HOME": str(root),
-        "HF_HUB_CACHE": str(root / "hub"),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "MIXLIB_MODEL": MODEL,
-    }
+    return standin.hf_env(build(root), MODEL)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--root", type=Path, default=None, help="folder to build into (default: $MIXLIB_STANDIN_JA_DIR or the user cache)")
-    parser.add_argument("--print-env", action="store_true", help="print the environment variables as shell `export` lines")
-    args = parser.parse_args(argv)
-    variables = env(args.root)
-    if args.print_env:
-        for k, v in variables.items():
-            print(f"export {k}={shlex.quote(v)}")
-    else:
-        print(variables["HF_HOME"])
-    return 0
+    return standin.command_line(argv, env, __doc__.split("\n\n")[0], "MIXLIB_STANDIN_JA_DIR")
 
 
 if __name__ == "__main__":
