@@ -1010,7 +1010,16 @@ def feature_sets(tokenizer: Any) -> dict[str, list[int]]:
     -------
     dict
         Name → list of token ids, in the order above (``年・月`` first).
+
+    Raises
+    ------
+    ValueError
+        For a Japanese tokenizer: the lists are English words, and a Japanese vocabulary holds some of them
+        (Latin words) but not as the classes they stand for.
     """
+    if _is_japanese(tokenizer):
+        raise ValueError("feature_sets holds English word lists (months, function words, verb forms); a Japanese "
+                         "vocabulary has other classes (particles, conjugated stems): give your own token ids.")
     vocab = tokenizer.get_vocab()
     years = sorted(t for t in vocab if t.isdigit() and len(t) == 4 and 1000 <= int(t) <= 2099)
     words = {

@@ -210,11 +210,18 @@ def test_japanese_punctuation_and_vocabulary_types(ja_env):
         toks = enc.tokenizer.convert_ids_to_tokens(b["input_ids"][0].tolist())
         cats = mixlib.token_categories(enc, b["input_ids"], b["attention_mask"])[0].tolist()
         vc = mixlib.cluster_vocab(enc, k=12, seed=0, cache=False)
+        from mixlib.clusters import feature_sets
+        try:
+            feature_sets(enc.tokenizer)
+            refused = ""
+        except ValueError as err:
+            refused = str(err)
         types = [token_type(t, enc.tokenizer) for t in enc.token_strings()]
         print("CARD", json.dumps({
             "pairs": list(zip(toks, cats)), "names": list(type_names(enc.tokenizer)), "types": collections.Counter(types),
             "vc_types": list(vc.types), "token_types": collections.Counter(vc.token_types.tolist()),
             "summary": cluster_summary(vc)["type"].tolist(), "k": vc.k, "V": len(vc.labels), "vocab": enc.vocab_size,
+            "refused": refused,
         }, ensure_ascii=False))
         """, ja_env)
     card = _card(proc)
@@ -231,6 +238,7 @@ def test_japanese_punctuation_and_vocabulary_types(ja_env):
     for kind in ("漢字", "ひらがな", "カタカナ", "混在", "ラテン文字", "サブワード", "数字", "記号", "特殊", "タグ"):
         assert card["types"].get(kind, 0) > 0, kind
     assert card["types"]["タグ"] == 4 and card["types"]["特殊"] == 1 + standin_ja.N_UNUSED
+    assert "English word lists" in card["refused"]  # chapter 11's feature sets are not silently half-matched
 
 
 #: command -> (small options, files that must be written)
