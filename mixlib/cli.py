@@ -481,7 +481,18 @@ def _card(enc: Any, args: argparse.Namespace) -> dict[str, Any]:
         "d_model": enc.d_model,
         "d_head": enc.d_head,
         "vocab_size": enc.vocab_size,
+        # what the 句読点 column counts for this model (the paper's, for bert-base-uncased: . and ,)
+        "punctuation": _punctuation_of(enc),
     }
+
+
+def _punctuation_of(enc: Any) -> str:
+    from .data import PUNCTUATION
+    from .japanese import PUNCTUATION as JA_PUNCTUATION, is_japanese
+
+    if is_japanese(enc.tokenizer):
+        return " ".join(JA_PUNCTUATION) + " (alone, in runs, or as ## continuations)"
+    return " ".join(PUNCTUATION)
 
 
 # ---------------------------------------------------------------------------

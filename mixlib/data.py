@@ -323,9 +323,11 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
 def _punctuation_ids(tok: Any) -> set[int]:
     from . import japanese
 
+    if japanese.is_japanese(tok):  # every entry of its punctuation characters, ## continuations included
+        return japanese.punctuation_ids(tok)
     unk = getattr(tok, "unk_token_id", None)
     ids: set[int] = set()
-    for p in japanese.PUNCTUATION if japanese.is_japanese(tok) else PUNCTUATION:
+    for p in PUNCTUATION:
         for prefix in ("", *_WORD_PREFIXES):
             i = tok.convert_tokens_to_ids(prefix + p)
             if i is not None and i != unk:
@@ -350,7 +352,8 @@ def token_categories(enc: Any, input_ids: Any, attention_mask: Any = None) -> np
         ``"[CLS]"``, ``"[SEP]"``, ``"[MASK]"`` (the tokenizer's cls/sep/mask
         tokens, whatever they are spelled, e.g. ``<s>`` for RoBERTa),
         ``"句読点"`` (``.`` or ``,``, with or without a word-start marker; for a Japanese tokenizer,
-        :data:`mixlib.japanese.PUNCTUATION`: 、。「」『』・… ！？ and their other forms),
+        every entry made of :data:`mixlib.japanese.PUNCTUATION`'s characters -- 、。「」『』・… ！？ and their
+        other forms -- alone or as a ``##`` continuation: :func:`mixlib.japanese.punctuation_ids`),
         ``"その他"`` (everything else, ``[UNK]`` included) or ``"[PAD]"``.
     """
     tok = _tokenizer_of(enc)

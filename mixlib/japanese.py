@@ -35,7 +35,8 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXTRA", "MODELS", "MODEL_DICTIONARIES", "MissingExtra", "PUNCTUATION", "TYPES", "is_japanese", "token_type", "tokenizer_kwargs",
+__all__ = ["EXTRA", "MODELS", "MODEL_DICTIONARIES", "MissingExtra", "PUNCTUATION", "PUNCTUATION_CHARS", "punctuation_ids",
+           "is_japanese_name", "TYPES", "is_japanese", "token_type", "tokenizer_kwargs",
            "check_installed", "needs_japanese_tokenizer"]
 
 #: How to install what the Japanese tokenizers need.
@@ -51,6 +52,23 @@ MODEL_DICTIONARIES = {
     "cl-tohoku/bert-base-japanese-v3": "unidic_lite",
     "cl-tohoku/bert-base-japanese-char-v3": "unidic_lite",
     "cl-tohoku/bert-base-japanese": "ipadic",
+    # the rest of the Tohoku family, under both organisation names (tohoku-nlp is cl-tohoku's current name)
+    "tohoku-nlp/bert-base-japanese": "ipadic",
+    "tohoku-nlp/bert-base-japanese-whole-word-masking": "ipadic",
+    "tohoku-nlp/bert-base-japanese-char": "ipadic",
+    "tohoku-nlp/bert-base-japanese-char-whole-word-masking": "ipadic",
+    "cl-tohoku/bert-base-japanese-char": "ipadic",
+    "cl-tohoku/bert-base-japanese-char-whole-word-masking": "ipadic",
+    "tohoku-nlp/bert-base-japanese-char-v2": "unidic_lite",
+    "cl-tohoku/bert-base-japanese-v2": "unidic_lite",
+    "cl-tohoku/bert-base-japanese-char-v2": "unidic_lite",
+    "tohoku-nlp/bert-large-japanese": "unidic_lite",
+    "tohoku-nlp/bert-large-japanese-char": "unidic_lite",
+    "tohoku-nlp/bert-large-japanese-char-v2": "unidic_lite",
+    "cl-tohoku/bert-large-japanese": "unidic_lite",
+    "cl-tohoku/bert-large-japanese-v2": "unidic_lite",
+    "cl-tohoku/bert-large-japanese-char": "unidic_lite",
+    "cl-tohoku/bert-large-japanese-char-v2": "unidic_lite",
 }
 MODELS = tuple(MODEL_DICTIONARIES)
 #: The dictionary a MeCab tokenizer_config.json without ``mecab_kwargs`` was trained with (transformers 4's default).
@@ -66,6 +84,27 @@ PUNCTUATION = (
     "､", "｡", "｢", "｣", "･",  # half-width
     ".", ",", "!", "?", "...",  # what NFKC makes of ．，！？…
 )
+
+
+#: The characters of :data:`PUNCTUATION`: a Japanese vocabulary entry made only of them, alone or as a ``##``
+#: continuation (MeCab with ipadic joins a run of symbols into one word, which WordPiece then splits: ``！！」``
+#: becomes ``!`` ``##!`` ``##」``), is punctuation.
+PUNCTUATION_CHARS = frozenset("".join(PUNCTUATION))
+
+
+def punctuation_ids(tokenizer: Any) -> set[int]:
+    """Ids of every vocabulary entry that is :data:`PUNCTUATION_CHARS` only, with or without a leading ``##``."""
+    ids = set()
+    for token, i in tokenizer.get_vocab().items():
+        body = token[2:] if token.startswith("##") else token
+        if body and set(body) <= PUNCTUATION_CHARS:
+            ids.add(int(i))
+    return ids
+
+
+def is_japanese_name(name: str) -> bool:
+    """A known Japanese model (:data:`MODELS`), or a hub id that says it is one (``japanese`` in its name)."""
+    return name in MODEL_DICTIONARIES or "japanese" in name.lower()
 
 
 class MissingExtra(ImportError):
@@ -131,7 +170,10 @@ def tokenizer_kwargs(tokenizer_config: dict[str, Any], where: str = "the model")
     missing = [m for m in need if not _installed(m)]
     if missing:
         names = " and ".join(m.replace("_", "-") for m in missing)
-        raise MissingExtra(f"{where} tokenizes Japanese with MeCab, which needs {names} (not installed): {EXTRA}")
+        how = EXTRA if "unidic" not in missing else (
+            f"pip install unidic, then python -m unidic download (the full UniDic, not part of mixlib[ja])"
+            + (f"; and {EXTRA} for fugashi" if "fugashi" in missing else ""))
+        raise MissingExtra(f"{where} tokenizes Japanese with MeCab, which needs {names} (not installed): {how}")
     return extra
 
 
@@ -143,14 +185,17 @@ def read_tokenizer_config(path_or_name: str) -> dict[str, Any]:
     else:
         from huggingface_hub import try_to_load_from_cache
 
-        hit = try_to_load_from_cache(path_or_name, "tokenizer_config.json")
+        try:
+            hit = try_to_load_from_cache(path_or_name, "tokenizer_config.json")
+        except ValueError:  # not a hub id (e.g. a path that does not exist): nothing cached under it
+            return {}
         file = Path(hit) if isinstance(hit, str) else None
     if file is None or not file.is_file():
         return {}
     try:
         found = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise OSError(f"{file} cannot be read as JSON ({err}); download the model again.") from err
+    except (OSError, ValueError) as err:  # a ValueError: an OSError would read as "not in the cache" and fall back
+        raise ValueError(f"{file} cannot be read as JSON ({err}); save or download the model again.") from err
     return found if isinstance(found, dict) else {}
 
 
@@ -173,14 +218,18 @@ TYPES: tuple[str, ...] = ("漢字", "ひらがな", "カタカナ", "混在", "�
                           "特殊", "タグ")
 
 #: Marks that belong to the script around them: the prolonged-sound mark, iteration marks.
-_KANA_NEUTRAL = {"ー", "ゝ", "ゞ", "ヽ", "ヾ"}
-_KANJI_MARKS = {"々", "〆", "〇"}
+_HIRA_MARKS = {"ゝ", "ゞ"}
+_KATA_MARKS = {"ー", "ヽ", "ヾ"}
+#: kanji-side marks: iteration and closing marks, the ideographic zero, and the small ヶ/ヵ of counters (ヶ月, ヵ国)
+_KANJI_MARKS = {"々", "〻", "〆", "〇", "ヶ", "ヵ"}
 
 
 def _script(c: str) -> str:
-    """kanji, hira, kata, latin, digit, neutral (ー ゝ ...), other (letters of other scripts), or sym."""
-    if c in _KANA_NEUTRAL:
-        return "neutral"
+    """kanji, hira, kata, latin, digit, hira_mark (ゝゞ), kata_mark (ー ヽ ヾ), other (letters of other scripts), or sym."""
+    if c in _HIRA_MARKS:
+        return "hira_mark"
+    if c in _KATA_MARKS:
+        return "kata_mark"
     if c in _KANJI_MARKS:
         return "kanji"
     cat = unicodedata.category(c)
@@ -209,7 +258,8 @@ def token_type(token: str | None, tags: set[str] | frozenset[str] = frozenset(),
     4. **数字** – every character a Unicode number: ``2024``, ``３``, ``½`` (漢数字 such as 三 are 漢字).
     5. **記号** – every character punctuation, a symbol or a space: ``、`` ``。`` ``「`` ``!`` ``→``.
     6. By script, after setting aside the marks that follow the script around them (``ー``, ``ゝ``, ``ヽ`` ...;
-       ``々`` ``〆`` ``〇`` count as kanji), when every remaining character is of one script:
+       alone, ``ゝ`` ``ゞ`` are ひらがな and ``ー`` ``ヽ`` ``ヾ`` カタカナ; ``々`` ``〻`` ``〆`` ``〇`` and the counters' small
+       ``ヶ`` ``ヵ`` count as kanji, so ``ヶ月`` is 漢字), when every remaining character is of one script:
        **漢字** (``日本``, ``々``), **ひらがな** (``ます``, ``ちょっと``), **カタカナ** (``データ``, ``ー``), **ラテン文字** (Latin
        letters, digits allowed: ``BERT``, ``mp3``), **その他の文字** (Greek, Cyrillic, Hangul ...: ``α``).
     7. **混在** – everything else: kanji with kana (``食べ``, ``お茶``), digits with kanji (``3月``), Latin with kana.
@@ -246,9 +296,10 @@ def token_type(token: str | None, tags: set[str] | frozenset[str] = frozenset(),
         return "数字"
     if scripts == {"sym"}:
         return "記号"
-    if scripts == {"neutral"}:
-        return "カタカナ"
-    letters = scripts - {"neutral"}
+    marks = scripts & {"hira_mark", "kata_mark"}
+    letters = scripts - marks
+    if not letters:  # marks alone: ゝ is hiragana, ー and ヽ katakana
+        return "ひらがな" if marks == {"hira_mark"} else "カタカナ"
     if letters == {"kanji"}:
         return "漢字"
     if letters == {"hira"}:

@@ -23,7 +23,8 @@ tokenizer; see :mod:`mixlib.japanese`.
    :data:`STALL_TIMEOUT` seconds.
 
 Falling back to the packaged (English) model happens only for a model that is not Japanese
-(:data:`mixlib.japanese.MODELS` never falls back), only when the hub is *unreachable*
+(one of :data:`mixlib.japanese.MODELS`, or a name with ``japanese`` in it, never falls back), only when
+the hub is *unreachable*
 (``HF_HUB_OFFLINE=1``, no connection, no answer in time, an HTTP 5xx, a stalled
 download), and only with ``fallback=True`` (one line says so and how to choose a
 model); with ``fallback=False`` an ``OSError`` explains what to do. A name the hub
@@ -969,7 +970,7 @@ def _load(name: str, *, fallback: bool, device: torch.device, lang: str = "en") 
             f"Cannot load {name!r}: it is not in the local Hugging Face cache and {reason}, and it looks like a typo "
             f"of {' or '.join(repr(n) for n in near)}. {_choices()}"
         ) from cache_error
-    if name in japanese.MODELS:  # the packaged model is English: its numbers on Japanese text would mean nothing
+    if japanese.is_japanese_name(name):  # the packaged model is English: its numbers on Japanese text would mean nothing
         raise OSError(
             f"Cannot load {name!r}: it is not in the local Hugging Face cache and {reason}. A Japanese model has no "
             f"offline stand-in (the packaged {PACKAGED_MODEL} is English, so nothing falls back): connect to the "

@@ -29,11 +29,12 @@ from mixlib import japanese
 REPO = Path(__file__).resolve().parents[1]
 EXTRA_LINE = 'pip install "mixlib[ja]"'
 
-#: Japanese sentence pairs with 、。「」！？… in them (a header file, like data/sentence_pairs.tsv).
+#: Japanese sentence pairs with 、。「」！？ in them and no . , or … (which NFKC makes "..."), so that a 句読点
+#: column is filled only if Japanese punctuation is counted (a header file, like data/sentence_pairs.tsv).
 PAIRS = (
     "sentence_a\tsentence_b\n"
     "今日は朝から雨が降っていた。\tそれでも、子どもたちは元気に学校へ向かった。\n"
-    "「また明日ね」と彼女は言った。\t駅までの道は、いつもより静かだった…\n"
+    "「また明日ね」と彼女は言った。\t駅までの道は、いつもより静かだった。\n"
     "新しい図書館が町の中心にできた。\t週末には多くの人が本を借りに来る。\n"
     "この問題は、思ったより難しい！\tでも、もう一度考えてみよう？\n"
 )
@@ -54,6 +55,7 @@ TAGS, SPECIAL = {"[CLS]", "[SEP]", "[MASK]", "[UNK]"}, {"[PAD]"}
     ("##的", "サブワード"), ("##る", "サブワード"), ("##", "記号"), ("2024", "数字"), ("３", "数字"), ("三", "漢字"),
     ("、", "記号"), ("。", "記号"), ("「", "記号"), ("...", "記号"), ("→", "記号"),
     ("[PAD]", "特殊"), ("[unused7]", "特殊"), ("", "特殊"), ("[CLS]", "タグ"), ("[UNK]", "タグ"),
+    ("ゝ", "ひらがな"), ("ゞ", "ひらがな"), ("ヽ", "カタカナ"), ("ヶ月", "漢字"), ("ヵ国", "漢字"), ("〻", "漢字"), ("〇", "漢字"),
 ])
 def test_japanese_token_types(token, want):
     assert japanese.token_type(token, TAGS, SPECIAL) == want
@@ -92,6 +94,11 @@ def test_tokenizer_kwargs_and_the_missing_extra(monkeypatch):
             japanese.tokenizer_kwargs(v3, "'tohoku-nlp/bert-base-japanese-v3'")
         assert named in str(err.value) and EXTRA_LINE in str(err.value) and "\n" not in str(err.value)
         assert isinstance(err.value, ImportError)
+    # the full UniDic is not part of the extra: the message says how to get it
+    monkeypatch.setattr(japanese, "_installed", lambda m: m != "unidic")
+    with pytest.raises(japanese.MissingExtra, match=r"needs unidic \(not installed\): pip install unidic, then python -m unidic download") as err:
+        japanese.tokenizer_kwargs({"word_tokenizer_type": "mecab", "mecab_kwargs": {"mecab_dic": "unidic"}})
+    assert EXTRA_LINE not in str(err.value)
     monkeypatch.setattr(japanese, "_installed", lambda m: m != "ipadic")
     assert japanese.tokenizer_kwargs(v3) == {}  # v3 needs no ipadic
     with pytest.raises(japanese.MissingExtra, match="ipadic"):
@@ -105,6 +112,33 @@ def test_tokenizer_kwargs_and_the_missing_extra(monkeypatch):
         japanese.check_installed("tohoku-nlp/bert-base-japanese-v3")
     assert "ipadic" not in str(err.value) and EXTRA_LINE in str(err.value)
     japanese.check_installed("bert-base-uncased")  # not Japanese: nothing to check
+
+
+@pytest.mark.torch_free
+def test_a_damaged_tokenizer_config_is_not_a_cache_miss(tmp_path):
+    """A ValueError (bad input), not an OSError, which load_encoder would take for "not cached" and fall back."""
+    (tmp_path / "tokenizer_config.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ValueError, match="cannot be read as JSON"):
+        japanese.read_tokenizer_config(str(tmp_path))
+    assert japanese.read_tokenizer_config(str(tmp_path / "absent")) == {}
+
+
+@pytest.mark.torch_free
+def test_japanese_names():
+    for name in ("tohoku-nlp/bert-base-japanese-v3", "cl-tohoku/bert-base-japanese-char-whole-word-masking",
+                 "izumi-lab/bert-small-japanese"):
+        assert japanese.is_japanese_name(name)
+    assert not japanese.is_japanese_name("bert-base-uncased") and not japanese.is_japanese_name("all-MiniLM-L6-v2")
+    assert set(japanese.MODEL_DICTIONARIES.values()) <= set(japanese.DICTIONARY_PACKAGES)
+
+
+def test_real_tohoku_ids_are_not_typos():
+    """Offline, a near miss of a known name is called a typo: the family's other real ids must not be."""
+    from mixlib import models
+
+    for name in japanese.MODELS:
+        assert models._typo_of(name) == [], name
+    assert "tohoku-nlp/bert-base-japanese-v3" in models._typo_of("tohoku-nlp/bert-base-japanese-v4")
 
 
 def test_english_path_is_unchanged(packaged_enc):
@@ -209,6 +243,10 @@ def test_japanese_punctuation_and_vocabulary_types(ja_env):
         b = mixlib.tokenize(enc, [("「雨だ」と言った、そして。", "本当に！まさか？いや…")])
         toks = enc.tokenizer.convert_ids_to_tokens(b["input_ids"][0].tolist())
         cats = mixlib.token_categories(enc, b["input_ids"], b["attention_mask"])[0].tolist()
+        wwm = mixlib.load_encoder("cl-tohoku/bert-base-japanese-whole-word-masking", fallback=False)
+        w = mixlib.tokenize(wwm, ["「すごい！！」と言った……。本当？！"])
+        wwm_pairs = list(zip(wwm.tokenizer.convert_ids_to_tokens(w["input_ids"][0].tolist()),
+                             mixlib.token_categories(wwm, w["input_ids"], w["attention_mask"])[0].tolist()))
         vc = mixlib.cluster_vocab(enc, k=12, seed=0, cache=False)
         from mixlib.clusters import feature_sets
         try:
@@ -221,7 +259,7 @@ def test_japanese_punctuation_and_vocabulary_types(ja_env):
             "pairs": list(zip(toks, cats)), "names": list(type_names(enc.tokenizer)), "types": collections.Counter(types),
             "vc_types": list(vc.types), "token_types": collections.Counter(vc.token_types.tolist()),
             "summary": cluster_summary(vc)["type"].tolist(), "k": vc.k, "V": len(vc.labels), "vocab": enc.vocab_size,
-            "refused": refused,
+            "refused": refused, "wwm": wwm_pairs,
         }, ensure_ascii=False))
         """, ja_env)
     card = _card(proc)
@@ -239,6 +277,15 @@ def test_japanese_punctuation_and_vocabulary_types(ja_env):
         assert card["types"].get(kind, 0) > 0, kind
     assert card["types"]["タグ"] == 4 and card["types"]["特殊"] == 1 + standin_ja.N_UNUSED
     assert "English word lists" in card["refused"]  # chapter 11's feature sets are not silently half-matched
+    # ipadic joins runs of symbols into one MeCab word, which WordPiece splits into ## pieces: all are 句読点
+    wwm = card["wwm"]
+    pieces = [t for t, c in wwm if c == "句読点"]
+    assert any(t.startswith("##") for t in pieces), wwm
+    for t, c in wwm:
+        body = t[2:] if t.startswith("##") else t
+        is_punct = bool(body) and set(body) <= set("".join(japanese.PUNCTUATION))
+        assert (c == "句読点") == is_punct, (t, c, wwm)
+    assert sum(c == "句読点" for t, c in wwm) >= 10  # 「 ！ ！ 」 . . . . . . 。 ？ ！ less what MeCab joins
 
 
 #: command -> (small options, files that must be written)
@@ -309,6 +356,9 @@ def test_mixing_tables_count_japanese_punctuation(command, cli_runs):
     table = pd.read_csv(cli_runs["out"] / command / "mixing_ratio_by_layer.csv")
     assert list(table.columns) == ["layer", "全体", "[CLS]", "[SEP]", "[MASK]", "句読点", "その他"]
     assert len(table) == 12 and table["句読点"].notna().all()
+    if command == "mixing":
+        run = json.loads((cli_runs["out"] / command / "run.json").read_text(encoding="utf-8"))
+        assert run["punctuation"].startswith("、 。 「 」")
 
 
 def test_cli_labels_vocabulary_types_in_japanese(cli_runs):
@@ -375,12 +425,18 @@ def test_a_japanese_model_never_falls_back_to_the_english_one(tmp_path):
             api = "loaded"
         except OSError as err:
             api = str(err)
+        try:  # not in mixlib.japanese.MODELS, but its name says Japanese
+            mixlib.load_encoder("izumi-lab/bert-small-japanese", fallback=True)
+            other = "loaded"
+        except OSError as err:
+            other = str(err)
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
             code = main(["stretch", "--model", "tohoku-nlp/bert-base-japanese-v3", "--out", OUT])
-        print("CARD", json.dumps([api, code, err.getvalue()]))
+        print("CARD", json.dumps([api, code, err.getvalue(), other]))
         """.replace("OUT", repr(str(tmp_path / "out"))), env)
-    api, code, err = _card(proc)
+    api, code, err, other = _card(proc)
+    assert "no offline stand-in" in other, other
     assert "no offline stand-in" in api and "hf download tohoku-nlp/bert-base-japanese-v3" in api, api
     assert "[mixlib]" not in proc.stdout  # no fallback line
     assert code == 2 and err.count("\n") == 1 and "no offline stand-in" in err and not (tmp_path / "out").exists()
