@@ -23,7 +23,7 @@ tokenizer_config.json, vocab.txt, the weights):
 With ``HF_HUB_OFFLINE=1``, ``HF_HOME=<root>`` and ``HF_HUB_CACHE=<root>/hub`` (:func:`env`),
 ``mixlib.load_encoder("tohoku-nlp/bert-base-japanese-v3")`` resolves to the stand-in (source ``"cache"``).
 It lives outside the repository (default ``platformdirs.user_cache_dir("mixlib")/standin-ja-<rev>``; override
-with ``$MIXLIB_STANDIN_JA_DIR``), about 400 MB, built in about 20 s, and is rebuilt when the recipe or the
+with ``$MIXLIB_STANDIN_JA_DIR``), about 350 MB, built in about 7 s on 2 cores, and is rebuilt when the recipe or the
 book's text changes (older builds are removed then). Nothing asserts its numbers.
 
 Command line::
@@ -169,7 +169,7 @@ def build(root: Path | None = None, *, quiet: bool = False) -> Path:
         (tmp / "revision.txt").write_text(revision)
 
     built = standin.build_tree(root, lambda r: _complete(r, revision), write, what=f"{MODEL} (and two more)", quiet=quiet)
-    if default:  # an edited chapter makes a new vocabulary: older builds (400 MB each) go
+    if default:  # an edited chapter makes a new vocabulary: older builds (350 MB each) go
         for old in root.parent.glob("standin-ja-*"):
             if old != root and old.is_dir():
                 shutil.rmtree(old, ignore_errors=True)
