@@ -271,9 +271,9 @@ def token_type(token: str | None, tags: set[str] | frozenset[str] = frozenset(),
     special tokens. So 混在 is a type of its own, not a residue, and 漢数字 count as 漢字 (they are written and
     embedded as kanji). The rules are fixed string rules (no dictionary): the same token always gets the same type.
 
-    Counts: on the offline stand-in's vocabulary (``tests/standin_ja.py``: 5,067 entries from this book's own
-    text, 2026-11-27) the rules give 漢字 1,415, サブワード 1,054, ラテン文字 1,023 (the book's code words),
-    混在 654, ひらがな 309, 記号 275, カタカナ 215, 数字 102, 特殊 11, その他の文字 5, タグ 4. The real
+    Counts: on the offline stand-in's vocabulary (``tests/standin_ja.py``: 5,091 entries from this book's own
+    text, 2026-11-27) the rules give 漢字 1,415, サブワード 1,066, ラテン文字 1,023 (the book's code words),
+    混在 654, ひらがな 309, 記号 287, カタカナ 215, 数字 102, 特殊 11, その他の文字 5, タグ 4. The real
     32,768-entry vocabulary cannot be downloaded here; ``python -m mixlib clusters --model
     tohoku-nlp/bert-base-japanese-v3`` writes its counts (``token_types.csv``) and every token's type
     (``tokens.csv``).

@@ -11,7 +11,8 @@ tokenizer_config.json, vocab.txt, the weights):
     positions, MLM head) with **random weights** (seeded), and a real ``BertJapaneseTokenizer``: MeCab with
     unidic-lite, then WordPiece, as the model's own tokenizer_config.json says. Its vocabulary is built here from
     the book's own Japanese text (the notebooks' Markdown and ``book/*.md``): the special tokens, 10
-    ``[unused]`` entries, every character seen alone and as a ``##`` piece, then the MeCab words seen at least
+    ``[unused]`` entries, every character seen (and every mark of :data:`mixlib.japanese.PUNCTUATION`, as a
+    real vocabulary has them) alone and as a ``##`` piece, then the MeCab words seen at least
     twice, most frequent first, up to :data:`VOCAB_MAX` entries (the real model has 32,768).
 ``tohoku-nlp/bert-base-japanese-char-v3``
     The character-level sibling: MeCab, then single characters (``subword_tokenizer_type: character``); a small
@@ -88,8 +89,12 @@ def _words(text: str) -> list[str]:
 
 def vocabularies(text: str | None = None) -> tuple[list[str], list[str]]:
     """(the WordPiece vocabulary, the character vocabulary) built from the book's text; deterministic."""
+    from mixlib.japanese import PUNCTUATION_CHARS
+
     words = _words(book_text() if text is None else text)
     chars = collections.Counter(c for w in words for c in w)
+    for c in PUNCTUATION_CHARS:  # a real vocabulary holds every punctuation mark, seen in the book or not
+        chars[c] += 0 if c in chars else 1
     counts = collections.Counter(words)
     head = [*SPECIALS, *(f"[unused{i}]" for i in range(N_UNUSED))]
     by_freq = sorted(chars, key=lambda c: (-chars[c], c))

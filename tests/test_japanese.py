@@ -240,7 +240,7 @@ def test_japanese_punctuation_and_vocabulary_types(ja_env):
         import json, collections, mixlib
         from mixlib.clusters import cluster_summary, type_names, token_type
         enc = mixlib.load_encoder("tohoku-nlp/bert-base-japanese-v3", fallback=False)
-        b = mixlib.tokenize(enc, [("「雨だ」と言った、そして。", "本当に！まさか？いや…")])
+        b = mixlib.tokenize(enc, [("「雨だ」と言った、そして。『本』・", "本当に！まさか？いや…")])
         toks = enc.tokenizer.convert_ids_to_tokens(b["input_ids"][0].tolist())
         cats = mixlib.token_categories(enc, b["input_ids"], b["attention_mask"])[0].tolist()
         wwm = mixlib.load_encoder("cl-tohoku/bert-base-japanese-whole-word-masking", fallback=False)
@@ -266,7 +266,7 @@ def test_japanese_punctuation_and_vocabulary_types(ja_env):
     pairs = card["pairs"]
     assert pairs[0] == ["[CLS]", "[CLS]"] and pairs[-1] == ["[SEP]", "[SEP]"]
     punct = {t for t, c in pairs if c == "句読点"}
-    assert {"「", "」", "、", "。", "!", "?", "."} <= punct  # ！？… arrive NFKC-normalised: ! ? ...
+    assert {"「", "」", "、", "。", "『", "』", "・", "!", "?", "."} <= punct  # ！？… arrive NFKC-normalised: ! ? ...
     assert all(c != "句読点" for t, c in pairs if t in ("雨", "言っ", "本当", "[SEP]"))
     names = card["names"]
     assert names == list(japanese.TYPES) == card["vc_types"] and card["summary"] == [*names, "Total"]
@@ -385,6 +385,10 @@ def test_missing_extra_is_one_line(ja_env, tmp_path):
         f"""
         import contextlib, io, json, sys
         results = {{}}
+        import shutil
+        from huggingface_hub import snapshot_download
+        folder = shutil.copytree(snapshot_download("tohoku-nlp/bert-base-japanese-char-v3", local_files_only=True),
+                                 {str(tmp_path / "char-v3")!r})
         for hidden in ("fugashi", "unidic_lite"):
             sys.modules[hidden] = None  # as if not installed
             import mixlib
@@ -395,18 +399,24 @@ def test_missing_extra_is_one_line(ja_env, tmp_path):
                 api = "loaded"
             except MissingExtra as err:
                 api = str(err)
+            try:  # a local folder: not a known name, so the check is the tokenizer config's, before the weights
+                mixlib.load_encoder(folder)
+                local = "loaded"
+            except MissingExtra as err:
+                local = str(err)
             err = io.StringIO()
             with contextlib.redirect_stderr(err):
                 code = main(["mixing", "--model", "tohoku-nlp/bert-base-japanese-v3", "--texts", {str(texts)!r},
                              "--out", {str(tmp_path / "out")!r}])
-            results[hidden] = [api, code, err.getvalue()]
+            results[hidden] = [api, code, err.getvalue(), local]
             del sys.modules[hidden]
         print("CARD", json.dumps(results))
         """, ja_env)
     card = _card(proc)
     for hidden, named in (("fugashi", "fugashi"), ("unidic_lite", "unidic-lite")):
-        api, code, err = card[hidden]
+        api, code, err, local = card[hidden]
         assert named in api and EXTRA_LINE in api, api
+        assert named in local and EXTRA_LINE in local and "char-v3" in local, local
         assert code == 2 and err.count("\n") == 1 and EXTRA_LINE in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
 
