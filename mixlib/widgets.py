@@ -183,13 +183,19 @@ def _slider(description: str, value: int, lo: int, hi: int) -> Any:
 # ---------------------------------------------------------------------------
 
 
-def load_sentence_pairs(n: int | None = None) -> list[tuple[str, str]]:
-    """The book's English sentence pairs (``data/sentence_pairs.tsv``) as ``(a, b)`` tuples.
+#: The book's sentence-pair files, by language (``data/README.md`` describes both).
+SENTENCE_PAIRS = {"en": "sentence_pairs.tsv", "ja": "sentence_pairs_ja.tsv"}
+
+
+def load_sentence_pairs(n: int | None = None, *, lang: str = "en") -> list[tuple[str, str]]:
+    """The book's sentence pairs as ``(a, b)`` tuples: English (``data/sentence_pairs.tsv``, 283 pairs) or,
+    with ``lang="ja"``, Japanese (``data/sentence_pairs_ja.tsv``, 300 pairs).
 
     Parameters
     ----------
     n : int, optional
-        Only the first ``n`` pairs (all 283 by default).
+        Only the first ``n`` pairs (all by default).
+    lang : {"en", "ja"}, default "en"
 
     Returns
     -------
@@ -199,7 +205,9 @@ def load_sentence_pairs(n: int | None = None) -> list[tuple[str, str]]:
 
     if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
         raise ValueError(f"n={n!r}; give a positive int, or None for all pairs.")
-    path = data_path("sentence_pairs.tsv")
+    if lang not in SENTENCE_PAIRS:
+        raise ValueError(f"lang={lang!r}; the book's sentence pairs are in {' and '.join(map(repr, SENTENCE_PAIRS))}.")
+    path = data_path(SENTENCE_PAIRS[lang])
     with open(path, encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
     pairs = [(r["sentence_a"], r["sentence_b"]) for r in rows]

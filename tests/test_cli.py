@@ -51,6 +51,9 @@ def test_read_texts_layouts(tmp_path):
     assert cli.read_texts(table) == [("A one.", "B one."), ("A two.", "B two.")]
     shipped = cli.read_texts(REPO / "data" / "sentence_pairs.tsv")
     assert len(shipped) >= 200 and all(isinstance(t, tuple) and len(t) == 2 for t in shipped)
+    from mixlib.widgets import load_sentence_pairs
+
+    assert cli.read_texts(REPO / "data" / "sentence_pairs_ja.tsv") == load_sentence_pairs(lang="ja")  # --texts reads it
 
 
 @pytest.mark.parametrize(

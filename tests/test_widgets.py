@@ -50,6 +50,36 @@ def test_sentence_pairs_file_is_well_formed(packaged_enc):
     assert max(lengths) < 128, "every pair fits the paper's 128-token limit without truncation"
 
 
+def test_japanese_sentence_pairs_file_is_well_formed():
+    """data/sentence_pairs_ja.tsv: the English file's format, Japanese punctuation, every pair within 128 tokens of
+    any Japanese BERT (a MeCab-then-WordPiece or character token covers at least one character, so tokens <=
+    characters + 3)."""
+    import unicodedata
+
+    path = mixlib.data_path("sentence_pairs_ja.tsv")
+    raw = path.read_bytes()
+    assert b"\r" not in raw and raw.endswith(b"\n")
+    with open(path, encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    assert rows[0] == ["topic", "sentence_a", "sentence_b"]
+    body = rows[1:]
+    english = len(widgets.load_sentence_pairs())
+    assert len(body) >= english, "at least as many pairs as the English file"
+    assert all(len(r) == 3 for r in body), "every row has exactly 3 TAB-separated fields"
+    sentences = [s for r in body for s in r[1:]]
+    assert len(set(sentences)) == len(sentences), "no sentence appears twice"
+    for s in sentences:
+        assert 12 <= len(s) <= 60, f"sentence outside 12..60 characters: {s!r}"
+        assert s[-1] in "。！？", s
+        assert not set(s) & set('",.…\t'), f"ASCII quote, comma, period or an ellipsis in {s!r}"
+        assert not any(0xFF61 <= ord(c) <= 0xFF9F for c in s), f"half-width katakana in {s!r}"
+        assert unicodedata.normalize("NFC", s) == s
+    assert sum("、" in s for s in sentences) > len(sentences) // 3
+    assert len({r[0] for r in body}) >= 20, "the pairs cover many topics"
+    # NFKC (which the tokenizers apply first) can lengthen a text (① -> 1, ㈱ -> (株)): count after it
+    assert max(len(unicodedata.normalize("NFKC", r[1] + r[2])) for r in body) + 3 < 128
+
+
 def test_load_sentence_pairs():
     pairs = widgets.load_sentence_pairs()
     assert len(pairs) >= 200 and all(isinstance(p, tuple) and len(p) == 2 for p in pairs)
@@ -57,6 +87,11 @@ def test_load_sentence_pairs():
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="positive int"):
             widgets.load_sentence_pairs(bad)
+    ja = widgets.load_sentence_pairs(lang="ja")
+    assert len(ja) >= len(pairs) and widgets.load_sentence_pairs(3, lang="ja") == ja[:3]
+    assert all("。" in a + b or "！" in a + b or "？" in a + b for a, b in ja)
+    with pytest.raises(ValueError, match="'en' and 'ja'"):
+        widgets.load_sentence_pairs(lang="fr")
 
 
 # -- the Explorer base ----------------------------------------------------------------------------
