@@ -121,12 +121,16 @@ def token_type(token: str, tokenizer: Any = None) -> str:
     >>> [token_type(t) for t in ["the", "##ing", "##9", "1990", "1st", "!", "[PAD]", "[unused7]", "[CLS]"]]
     ['Words', 'Subwords', 'Subwords', 'Numbers', 'Words', 'Symbols', 'Special', 'Special', 'Tags']
     """
-    tags, special = _special_sets(tokenizer)
+    return _rule(tokenizer)(token, *_special_sets(tokenizer))
+
+
+def _rule(tokenizer: Any) -> Any:
+    """The typing rule of a tokenizer's vocabulary: :func:`_type_with`, or :func:`mixlib.japanese.token_type`."""
     if _is_japanese(tokenizer):
         from .japanese import token_type as ja_type
 
-        return ja_type(token, tags, special)
-    return _type_with(token, tags, special)
+        return ja_type
+    return _type_with
 
 
 def _is_japanese(tokenizer: Any) -> bool:
@@ -285,11 +289,7 @@ def _token_index(tokens: tuple[str, ...]) -> dict[str, int]:
 def _type_codes(tokens: Sequence[str], tokenizer: Any) -> np.ndarray:
     """Index of every token's type in :func:`type_names` (tokenizer)."""
     tags, special = _special_sets(tokenizer)
-    names = type_names(tokenizer)
-    if names is TYPES:
-        rule = _type_with
-    else:
-        from .japanese import token_type as rule
+    names, rule = type_names(tokenizer), _rule(tokenizer)
     return np.array([names.index(rule(t, tags, special)) for t in tokens], dtype=np.int64)
 
 

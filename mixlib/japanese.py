@@ -165,16 +165,20 @@ def tokenizer_kwargs(tokenizer_config: dict[str, Any], where: str = "the model")
     if mecab is None:
         mecab = {"mecab_dic": LEGACY_DICTIONARY}
         extra = {"mecab_kwargs": dict(mecab)}
-    dic = mecab.get("mecab_dic", "unidic_lite")  # transformers 5's default when mecab_kwargs lacks the key
-    need = ["fugashi"] + ([DICTIONARY_PACKAGES[dic]] if dic in DICTIONARY_PACKAGES else [])
+    _require(mecab.get("mecab_dic", "unidic_lite"), where)  # unidic_lite: transformers 5's default without the key
+    return extra
+
+
+def _require(dictionary: str | None, where: str) -> None:
+    """MissingExtra (one line, saying how to install it) unless fugashi and ``dictionary``'s package are installed."""
+    need = ["fugashi"] + ([DICTIONARY_PACKAGES[dictionary]] if dictionary in DICTIONARY_PACKAGES else [])
     missing = [m for m in need if not _installed(m)]
     if missing:
         names = " and ".join(m.replace("_", "-") for m in missing)
         how = EXTRA if "unidic" not in missing else (
-            f"pip install unidic, then python -m unidic download (the full UniDic, not part of mixlib[ja])"
+            "pip install unidic, then python -m unidic download (the full UniDic, not part of mixlib[ja])"
             + (f"; and {EXTRA} for fugashi" if "fugashi" in missing else ""))
         raise MissingExtra(f"{where} tokenizes Japanese with MeCab, which needs {names} (not installed): {how}")
-    return extra
 
 
 def read_tokenizer_config(path_or_name: str) -> dict[str, Any]:
@@ -201,12 +205,8 @@ def read_tokenizer_config(path_or_name: str) -> dict[str, Any]:
 
 def check_installed(name: str) -> None:
     """For a known Japanese hub id, fail before any download when fugashi or that model's dictionary is missing."""
-    dic = MODEL_DICTIONARIES.get(name)
-    if dic is not None:
-        missing = [m for m in ("fugashi", DICTIONARY_PACKAGES[dic]) if not _installed(m)]
-        if missing:
-            names = " and ".join(m.replace("_", "-") for m in missing)
-            raise MissingExtra(f"{name!r} tokenizes Japanese with MeCab, which needs {names} (not installed): {EXTRA}")
+    if name in MODEL_DICTIONARIES:
+        _require(MODEL_DICTIONARIES[name], repr(name))
 
 
 # ---------------------------------------------------------------------------
