@@ -17,9 +17,11 @@ Colab's runtime is published as a package list (``.ci/colab/pip-freeze.txt``, a 
    local wheel folders and indexes): pip fetches from PyPI as on Colab. Its output must be one line.
    Then it runs again (fetch and reset; "already installed", no pip) and once more without a network
    (``unshare -rn``, the repository URL on GitHub): the old clone is kept and nothing is installed.
-3. **The check** (:func:`verdict`): the stage fails if the cell changed the version of, or removed,
-   anything the runtime already had, or if a :data:`GUARDED` package is missing; it prints what the cell
-   added.
+   Then chapter 13's own step: :func:`mixlib.japanese.install_on_colab` adds the extra ``mixlib[ja]``
+   (fugashi and two MeCab dictionaries) with the same installer.
+3. **The check** (:func:`verdict`): the stage fails if the cell or the extra changed the version of, or
+   removed, anything the runtime already had, or if a :data:`GUARDED` package is missing; it prints what
+   each added.
 4. **The book in the replica**: ``tests/test_widgets.py`` and every chapter in fast mode, with mixlib
    imported from the clone. By default the chapters run on the offline stand-in for bert-base-uncased
    (``tests/standin.py``, the model Colab sessions use), together with ``tests/test_standin.py``: so this
@@ -316,11 +318,25 @@ def main(argv: list[str] | None = None) -> int:
         print("   the offline run was not tried: `unshare -rn` (a network namespace without a network) is not available")
     _done(t0, timings, "cell again")
 
+    t0 = _step("2c. chapter 13's Japanese extra, as the chapter adds it on Colab (mixlib.japanese.install_on_colab)")
+    again = snapshot(py)
+    proc = subprocess.run([str(py), "-c", "import mixlib.japanese as j; j.install_on_colab()"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=1800)
+    shown = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    print("\n".join(f"   | {line}" for line in shown))
+    if proc.returncode != 0 or len(shown) != 1 or not shown[0].startswith("mixlib 0.1.0 を入れた"):
+        print("error: adding mixlib[ja] in the replica must succeed and print one line")
+        return 1
+    _done(t0, timings, "extra ja")
+
     t0 = _step("3. the check: nothing the runtime had was changed")
     after = snapshot(py)
     failures, added = verdict(before, first)
-    failures += [f"on running the cell again: {line}" for line in verdict(first, after, guarded=())[0]]
+    failures += [f"on running the cell again: {line}" for line in verdict(first, again, guarded=())[0]]
+    ja_failures, ja_added = verdict(again, after, guarded=())
+    failures += [f"on adding mixlib[ja]: {line}" for line in ja_failures]
     print(f"   the cell added {len(added)}: {', '.join(added)}")
+    print(f"   mixlib[ja] added {len(ja_added)}: {', '.join(ja_added)}")
     for line in failures:
         print(f"   FAIL: {line}")
     if failures:

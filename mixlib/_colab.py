@@ -5,6 +5,10 @@ file as a separate process with the kernel's own interpreter::
 
     python <clone>/mixlib/_colab.py <clone>
 
+Chapter 13 runs it once more with ``--extra ja`` (through :func:`mixlib.japanese.install_on_colab`) to add the
+extra ``mixlib[ja]`` (fugashi and the MeCab dictionaries) by the same rules: the extra's requirements join
+mixlib's, and pip is asked for ``<clone>[ja]``.
+
 It imports nothing but the standard library and ``packaging`` (Colab has it; pip's own copy otherwise),
 so it runs before mixlib is installed and whatever state the runtime is in. The steps:
 
@@ -80,10 +84,17 @@ def installed_versions() -> dict[str, str]:
     return found
 
 
-def requirements(clone: str) -> list[str]:
-    """mixlib's run-time requirements, from ``<clone>/pyproject.toml``."""
+def requirements(clone: str, extra: str | None = None) -> list[str]:
+    """mixlib's run-time requirements, from ``<clone>/pyproject.toml``, plus those of ``extra`` (``"ja"``) when given."""
     with open(os.path.join(clone, "pyproject.toml"), "rb") as fh:
-        return list(tomllib.load(fh)["project"]["dependencies"])
+        project = tomllib.load(fh)["project"]
+    reqs = list(project["dependencies"])
+    if extra is not None:
+        extras = project.get("optional-dependencies", {})
+        if extra not in extras:
+            raise ValueError(f"mixlib has no extra {extra!r}; it has {sorted(extras)}.")
+        reqs += extras[extra]
+    return reqs
 
 
 def _lowest(req: Requirement) -> Version | None:
@@ -239,14 +250,23 @@ def _build_flags(clone: str, installed: dict[str, str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    extra = None
+    if len(args) == 3 and args[1] == "--extra":
+        extra = args.pop()
+        args.pop()
     if len(args) != 1 or not os.path.isfile(os.path.join(args[0], "pyproject.toml")):
-        print(f"usage: python {os.path.basename(__file__)} CLONE  (CLONE: the repository folder with pyproject.toml; "
-              f"got {args!r})", file=sys.stderr)
+        print(f"usage: python {os.path.basename(__file__)} CLONE [--extra NAME]  (CLONE: the repository folder with "
+              f"pyproject.toml; NAME: an optional extra such as ja; got {args!r})", file=sys.stderr)
         return EXIT_REFUSED
     clone = os.path.abspath(args[0])
     installed = installed_versions()
-    reqs = requirements(clone)
+    try:
+        reqs = requirements(clone, extra)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return EXIT_REFUSED
+    target = clone if extra is None else f"{clone}[{extra}]"
 
     problems = too_old(reqs, installed)
     if problems:
@@ -263,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         with open(pins, "w", encoding="utf-8") as fh:
             fh.write(constraints(installed))
         report_path = os.path.join(tmp, "report.json")
-        proc = _pip(["install", "--quiet", "--dry-run", "--report", report_path, "-c", pins, *build, "-e", clone])
+        proc = _pip(["install", "--quiet", "--dry-run", "--report", report_path, "-c", pins, *build, "-e", target])
         if proc.returncode != 0:
             return _fail(proc, "pip が Colab にあるものを替えずに入れる組み合わせを見つけられなかった")
         with open(report_path, encoding="utf-8") as fh:
@@ -275,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
               f"この本が必要とする範囲とランタイムの版が合わない: {FRESH_RUNTIME}", file=sys.stderr)
         return EXIT_REFUSED
 
-    proc = _pip(["install", "--quiet", "--no-deps", *build, "-e", clone,
+    proc = _pip(["install", "--quiet", "--no-deps", *build, "-e", target,
                  *(f"{n}=={v}" for n, v in new if canonical(n) != SELF)])
     if proc.returncode != 0:
         return _fail(proc, "pip install が失敗した")

@@ -37,7 +37,7 @@ from typing import Any
 
 __all__ = ["EXTRA", "MODELS", "MODEL_DICTIONARIES", "MissingExtra", "PUNCTUATION", "PUNCTUATION_CHARS", "punctuation_ids",
            "is_japanese_name", "TYPES", "is_japanese", "token_type", "tokenizer_kwargs",
-           "check_installed", "needs_japanese_tokenizer"]
+           "check_installed", "needs_japanese_tokenizer", "install_on_colab"]
 
 #: How to install what the Japanese tokenizers need.
 EXTRA = 'pip install "mixlib[ja]"'
@@ -207,6 +207,60 @@ def check_installed(name: str) -> None:
     """For a known Japanese hub id, fail before any download when fugashi or that model's dictionary is missing."""
     if name in MODEL_DICTIONARIES:
         _require(MODEL_DICTIONARIES[name], repr(name))
+
+
+#: The modules mixlib[ja] provides (fugashi, and the two dictionaries of the Tohoku models).
+EXTRA_MODULES = ("fugashi", "unidic_lite", "ipadic")
+#: Seconds the installer may take on Colab (it downloads the dictionaries, about 60 MB).
+INSTALL_TIMEOUT = 1800
+
+
+def install_on_colab(clone: str | Path | None = None, *, run: Any = None) -> bool:
+    """Add mixlib[ja] to a Colab runtime with the book's installer (``mixlib/_colab.py --extra ja``).
+
+    The installer is the one the notebooks' first cell uses: it installs what the extra needs that the
+    runtime lacks and refuses, in one line, to replace anything the runtime has. Nothing happens when
+    fugashi and both dictionaries are importable already (a second run, or a machine that has them).
+
+    Parameters
+    ----------
+    clone : path, optional
+        The repository folder holding ``pyproject.toml`` (default: the one this mixlib is installed from,
+        editable, as the first cell installs it).
+    run : callable, optional
+        ``subprocess.run`` (a test passes a stand-in).
+
+    Returns
+    -------
+    bool
+        True when something was installed, False when everything was already there.
+
+    Raises
+    ------
+    MissingExtra
+        The installer refused or failed: its one line, and what to do.
+    """
+    import subprocess
+    import sys
+
+    if all(_installed(m) for m in EXTRA_MODULES):
+        return False
+    clone = Path(clone) if clone is not None else Path(__file__).resolve().parent.parent
+    if not (clone / "pyproject.toml").is_file():
+        raise MissingExtra(f"{clone} holds no pyproject.toml (mixlib is not installed from the book's clone): {EXTRA}")
+    run = subprocess.run if run is None else run
+    cmd = [sys.executable, str(clone / "mixlib" / "_colab.py"), str(clone), "--extra", "ja"]
+    try:
+        done = run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise MissingExtra(f"installing mixlib[ja] did not finish in {INSTALL_TIMEOUT} s (check the network, then run "
+                           "the cell again)") from None
+    said = (done.stdout + done.stderr).strip()
+    if done.returncode != 0:
+        raise MissingExtra(f"mixlib[ja] was not installed: {said.splitlines()[-1] if said else 'no output'}")
+    importlib.invalidate_caches()  # the new packages are importable in this kernel without a restart
+    print(said)
+    return True
 
 
 # ---------------------------------------------------------------------------

@@ -226,7 +226,8 @@ def _fake_pip(monkeypatch, report, calls, *, env_seen=None, after=None):
     installed = {"ipywidgets": "7.7.1", "setuptools": "75.2.0"}
     monkeypatch.setattr(_colab, "_pip", pip)
     monkeypatch.setattr(_colab, "installed_versions", lambda: dict(installed))
-    monkeypatch.setattr(_colab, "requirements", lambda clone: ["ipywidgets>=7.7", "matplotlib-fontja>=1.0"])
+    monkeypatch.setattr(_colab, "requirements", lambda clone, extra=None: ["ipywidgets>=7.7", "matplotlib-fontja>=1.0"]
+                        + (["fugashi>=1.3"] if extra == "ja" else []))
     monkeypatch.setattr(_colab, "editable_from", lambda clone: False)
     return installed
 
@@ -262,6 +263,60 @@ def test_a_second_run_needs_no_pip(monkeypatch, capsys):
     assert _colab.main([str(ROOT)]) == 0
     assert calls == []  # offline works: nothing to ask pip
     assert capsys.readouterr().out.startswith("mixlib 0.1.0 はもう入っている")
+
+
+def test_the_extra_ja_is_installed_by_the_same_rules(monkeypatch, capsys):
+    """``_colab.py CLONE --extra ja`` (what chapter 13 runs on Colab): pip is asked for ``CLONE[ja]``, keeping
+    everything installed; a second run with fugashi there needs no pip; an unknown extra is refused in one line."""
+    calls = []
+    report = {"install": [{"metadata": {"name": "mixlib", "version": "0.1.0"}},
+                          {"metadata": {"name": "fugashi", "version": "1.5.2"}}]}
+    installed = _fake_pip(monkeypatch, report, calls, after={"mixlib": "0.1.0", "matplotlib-fontja": "1.1.0", "fugashi": "1.5.2"})
+    installed["matplotlib-fontja"] = "1.1.0"
+    assert _colab.main([str(ROOT), "--extra", "ja"]) == 0
+    assert calls[0][-2:] == ["-e", f"{ROOT}[ja]"] and "--dry-run" in calls[0]
+    assert calls[2][:6] == ["install", "--quiet", "--no-deps", "--no-build-isolation", "-e", f"{ROOT}[ja]"]
+    assert "fugashi==1.5.2" in calls[2]
+    assert "fugashi 1.5.2" in capsys.readouterr().out
+    calls.clear()
+    monkeypatch.setattr(_colab, "editable_from", lambda clone: True)
+    assert _colab.main([str(ROOT), "--extra", "ja"]) == 0 and calls == []
+    assert capsys.readouterr().out.startswith("mixlib 0.1.0 はもう入っている")
+
+
+def test_the_real_extras_are_read_from_pyproject():
+    ja = _colab.requirements(str(ROOT), "ja")
+    assert ja[:len(_colab.requirements(str(ROOT)))] == _colab.requirements(str(ROOT))
+    assert {Requirement(r).name for r in ja} >= {"fugashi", "unidic-lite", "ipadic"}
+    with pytest.raises(ValueError, match="no extra 'jp'"):
+        _colab.requirements(str(ROOT), "jp")
+    assert _colab.main([str(ROOT), "--extra", "jp"]) == _colab.EXIT_REFUSED
+    assert _colab.main([str(ROOT), "--extra"]) == _colab.EXIT_REFUSED  # usage
+
+
+def test_install_on_colab_runs_the_installer_only_when_something_is_missing(monkeypatch, tmp_path, capsys):
+    from mixlib import japanese
+
+    seen = []
+
+    def run(cmd, **kw):
+        seen.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "mixlib 0.1.0 を入れた（新たに入れたもの: fugashi 1.5.2）。\n", "")
+
+    monkeypatch.setattr(japanese, "_installed", lambda m: True)
+    assert japanese.install_on_colab(ROOT, run=run) is False and seen == []  # all there: nothing runs
+    monkeypatch.setattr(japanese, "_installed", lambda m: m != "fugashi")
+    assert japanese.install_on_colab(ROOT, run=run) is True
+    assert seen[0][1:] == [str(ROOT / "mixlib" / "_colab.py"), str(ROOT), "--extra", "ja"]
+    assert capsys.readouterr().out.startswith("mixlib 0.1.0 を入れた")
+
+    def refused(cmd, **kw):
+        return subprocess.CompletedProcess(cmd, 2, "", "何も入れていない: pip が Colab にあるものを替えようとした（x 1 → 2）\n")
+
+    with pytest.raises(japanese.MissingExtra, match="not installed: 何も入れていない"):
+        japanese.install_on_colab(ROOT, run=refused)
+    with pytest.raises(japanese.MissingExtra, match="no pyproject.toml"):
+        japanese.install_on_colab(tmp_path, run=run)
 
 
 def test_pip_runs_without_settings_that_change_what_it_installs(monkeypatch):

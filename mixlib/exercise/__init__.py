@@ -19,7 +19,7 @@ The references are in one module per part of the book:
 :mod:`~mixlib.exercise.part0` (chapter 0), :mod:`~mixlib.exercise.part1`
 (chapters 1-3), :mod:`~mixlib.exercise.part2` (chapters 4-5),
 :mod:`~mixlib.exercise.part3` (chapters 6-7), :mod:`~mixlib.exercise.part4`
-(chapters 8-9) and :mod:`~mixlib.exercise.part5` (chapters 10-12). Each is an
+(chapters 8-9) and :mod:`~mixlib.exercise.part5` (chapters 10-13). Each is an
 independent computation where one exists. ``tests/test_exercises.py`` fails
 if a check cell contains its solution's computation or shows anything of its
 own; ``tests/test_notebooks.py`` runs every hidden solution through its check.

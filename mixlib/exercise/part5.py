@@ -1,4 +1,4 @@
-"""The references of Part V's exercises (chapters 10-12), computed out of the student's sight.
+"""The references of Part V's exercises (chapters 10-13), computed out of the student's sight.
 
 Each function takes the chapter's variables by name (the check cell passes
 them) and computes the expected answer by its own route, independent of the
@@ -242,3 +242,37 @@ def _ex_12_5(E, Pe):
     Pc = Pe - mp
     U3 = np.linalg.eigh(np.cov(E, rowvar=False))[1][:, -3:]  # the words' top three principal directions (D, 3)
     return {"a": float(mw @ mp), "b": float(((Pc @ U3) ** 2).sum() / (Pc**2).sum())}
+
+
+# ---------------------------------------------------------------- chapter 13
+
+
+@reference(
+    "ex-13-1",
+    Part("1 文字", hint="語彙の全トークンのうち、文字列の長さがちょうど 1 のもの（## つきは 3 文字以上なので入らない）の割合（0〜1）"),
+    Part("トークン数", hint="上の句と下の句を別々に ja.tokenizer.tokenize で区切り、トークン数を足して歌について平均する"),
+)
+def _ex_13_1(tokenizer, poems):
+    if tokenizer is None:
+        raise ValueError("この演習には日本語のモデル（ja）が要る。")
+    vocab = tokenizer.get_vocab()  # token -> id: another route than convert_ids_to_tokens
+    single = sum(1 for t in vocab if len(t) == 1) / len(vocab)
+    # a pair as the model reads it, [CLS] a [SEP] b [SEP], less its three special tokens
+    counts = [len(tokenizer(a, b)["input_ids"]) - 3 for a, b in poems]
+    return {"1 文字": single, "トークン数": float(np.mean(counts))}
+
+
+@reference("ex-13-2", Part(hint="mixlib.mixing_table(m_ja) の最終層の行で、句読点の列から全体の列を引く（ポイント）"))
+def _ex_13_2(m):
+    if m is None:
+        raise ValueError("この演習には日本語のモデルの分解（m_ja）が要る。")
+    ratio = m.ratio[-1].double().numpy()  # (B, N): the last layer
+    real = m.real.numpy()
+    punct = (m.categories == "句読点") & real
+
+    def mean_of(sel):  # within each sequence over sel, then over the sequences that have any
+        n = sel.sum(axis=1)
+        per_seq = np.where(sel, ratio, 0.0).sum(axis=1)[n > 0] / n[n > 0]
+        return per_seq.mean()
+
+    return 100 * (mean_of(punct) - mean_of(real))
