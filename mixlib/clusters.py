@@ -1011,15 +1011,13 @@ def feature_sets(tokenizer: Any) -> dict[str, list[int]]:
     dict
         Name → list of token ids, in the order above (``年・月`` first).
 
-    Raises
-    ------
-    ValueError
-        For a Japanese tokenizer: the lists are English words, and a Japanese vocabulary holds some of them
-        (Latin words) but not as the classes they stand for.
+    A Japanese tokenizer gets the Japanese sets instead (:func:`mixlib.japanese.feature_sets`: 年だけ, 曜日, 助詞,
+    助動詞, 音便形): the English lists would match a few Latin words of its vocabulary, not the classes they stand for.
     """
     if _is_japanese(tokenizer):
-        raise ValueError("feature_sets holds English word lists (months, function words, verb forms); a Japanese "
-                         "vocabulary has other classes (particles, conjugated stems): give your own token ids.")
+        from .japanese import feature_sets as ja_sets
+
+        return ja_sets(tokenizer)
     vocab = tokenizer.get_vocab()
     years = sorted(t for t in vocab if t.isdigit() and len(t) == 4 and 1000 <= int(t) <= 2099)
     words = {

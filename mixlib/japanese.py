@@ -37,7 +37,8 @@ from typing import Any
 
 __all__ = ["EXTRA", "MODELS", "MODEL_DICTIONARIES", "MissingExtra", "PUNCTUATION", "PUNCTUATION_CHARS", "punctuation_ids",
            "is_japanese_name", "TYPES", "is_japanese", "token_type", "tokenizer_kwargs",
-           "check_installed", "needs_japanese_tokenizer", "install_on_colab"]
+           "check_installed", "needs_japanese_tokenizer", "install_on_colab", "feature_sets", "WEEKDAYS", "PARTICLES",
+           "AUXILIARIES", "ONBIN_STEMS"]
 
 #: How to install what the Japanese tokenizers need.
 EXTRA = 'pip install "mixlib[ja]"'
@@ -365,3 +366,38 @@ def token_type(token: str | None, tags: set[str] | frozenset[str] = frozenset(),
     if letters == {"other"}:
         return "その他の文字"
     return "混在"
+
+
+# ---------------------------------------------------------------------------
+# feature sets for the psi search (chapter 13), the counterparts of chapter 11's English lists
+# ---------------------------------------------------------------------------
+
+#: 曜日: the seven day names as MeCab (unidic) splits 月曜日 (月曜 / 日), and whole, where a vocabulary has them.
+WEEKDAYS = ("月曜", "火曜", "水曜", "木曜", "金曜", "土曜", "日曜", "月曜日", "火曜日", "水曜日", "木曜日", "金曜日", "土曜日",
+            "日曜日")
+#: 助詞: case, binding, adverbial and conjunctive particles (UniDic's 助詞), one form each.
+PARTICLES = ("が", "を", "に", "へ", "と", "で", "から", "より", "まで", "は", "も", "の", "や", "か", "ね", "よ", "ば", "て",
+             "ので", "のに", "けれど", "しか", "だけ", "ほど", "など", "こそ", "さえ")
+#: 助動詞: auxiliaries in the forms MeCab leaves them (ました -> まし / た, なかった -> なかっ / た).
+AUXILIARIES = ("た", "だ", "です", "でし", "ます", "まし", "ませ", "ない", "なかっ", "なく", "れる", "られる", "られ", "せる",
+               "させる", "させ", "う", "よう", "たい", "たかっ", "らしい", "べき")
+#: 音便形: verb stems before た／て that changed their sound (書く -> 書い, 読む -> 読ん, 言う -> 言っ), which MeCab
+#: splits off (書いた -> 書い / た): a class English inflection has no counterpart of.
+ONBIN_STEMS = ("書い", "聞い", "歩い", "働い", "置い", "泳い", "急い", "読ん", "飲ん", "遊ん", "呼ん", "住ん", "選ん", "学ん",
+               "死ん", "行っ", "言っ", "思っ", "持っ", "使っ", "作っ", "立っ", "待っ", "取っ", "帰っ", "入っ", "知っ", "買っ",
+               "会っ", "払っ", "習っ", "送っ", "残っ", "変わっ", "始まっ", "終わっ", "違っ", "撮っ", "座っ", "走っ")
+
+
+def feature_sets(tokenizer: Any) -> dict[str, list[int]]:
+    """The Japanese token sets of the feature search, as ids of ``tokenizer``'s vocabulary.
+
+    ``年だけ`` is every vocabulary entry of four digits from 1000 to 2099 (as chapter 11's English set), then
+    ``曜日`` (:data:`WEEKDAYS`), ``助詞`` (:data:`PARTICLES`), ``助動詞`` (:data:`AUXILIARIES`) and ``音便形``
+    (:data:`ONBIN_STEMS`). Only whole entries count (``##`` pieces are other tokens); entries the vocabulary lacks
+    are left out, so a set may be smaller than its list (or empty, with a small vocabulary).
+    """
+    vocab = tokenizer.get_vocab()
+    years = sorted(t for t in vocab if t.isdigit() and t.isascii() and len(t) == 4 and 1000 <= int(t) <= 2099)
+    words = {"年だけ": years, "曜日": list(WEEKDAYS), "助詞": list(PARTICLES), "助動詞": list(AUXILIARIES),
+             "音便形": list(ONBIN_STEMS)}
+    return {name: [vocab[t] for t in toks if t in vocab] for name, toks in words.items()}
