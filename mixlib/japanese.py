@@ -372,17 +372,20 @@ def token_type(token: str | None, tags: set[str] | frozenset[str] = frozenset(),
 # feature sets for the psi search (chapter 13), the counterparts of chapter 11's English lists
 # ---------------------------------------------------------------------------
 
-#: 曜日: the seven day names as MeCab (unidic) splits 月曜日 (月曜 / 日), and whole, where a vocabulary has them.
-WEEKDAYS = ("月曜", "火曜", "水曜", "木曜", "金曜", "土曜", "日曜", "月曜日", "火曜日", "水曜日", "木曜日", "金曜日", "土曜日",
-            "日曜日")
-#: 助詞: case, binding, adverbial and conjunctive particles (UniDic's 助詞), one form each.
+#: 曜日: the seven day names as MeCab (unidic) splits 月曜日 (月曜 / 日).
+WEEKDAYS = ("月曜", "火曜", "水曜", "木曜", "金曜", "土曜", "日曜")
+#: 助詞: case, binding, adverbial, conjunctive and sentence-final particles and the nominalising の, one form each, as
+#: MeCab (unidic) leaves them (ので and のに come out as の / で and の / に, so they are not listed).
 PARTICLES = ("が", "を", "に", "へ", "と", "で", "から", "より", "まで", "は", "も", "の", "や", "か", "ね", "よ", "ば", "て",
-             "ので", "のに", "けれど", "しか", "だけ", "ほど", "など", "こそ", "さえ")
-#: 助動詞: auxiliaries in the forms MeCab leaves them (ました -> まし / た, なかった -> なかっ / た).
-AUXILIARIES = ("た", "だ", "です", "でし", "ます", "まし", "ませ", "ない", "なかっ", "なく", "れる", "られる", "られ", "せる",
-               "させる", "させ", "う", "よう", "たい", "たかっ", "らしい", "べき")
+             "けれど", "しか", "だけ", "ほど", "など", "こそ", "さえ")
+#: 助動詞: auxiliaries in the forms MeCab (unidic) leaves them (ました -> まし / た, なかった -> なかっ / た, だった -> だっ / た).
+#: The volitional forms stay inside their word (書こう, ましょう, でしょう, だろう are one token each), so う and よう are not
+#: listed. Some forms are also other words (で, ない, なく): the set is the vocabulary entries, not their uses.
+AUXILIARIES = ("た", "だ", "だっ", "です", "でし", "ます", "まし", "ませ", "ましょう", "でしょう", "だろう", "ない", "なかっ",
+               "なく", "れる", "られる", "られ", "せる", "させる", "させ", "たい", "たかっ", "らしい", "べき")
 #: 音便形: verb stems before た／て that changed their sound (書く -> 書い, 読む -> 読ん, 言う -> 言っ), which MeCab
-#: splits off (書いた -> 書い / た): a class English inflection has no counterpart of.
+#: splits off (書いた -> 書い / た). Unlike chapter 11's English set (several forms of the same verbs), this is one form
+#: across many verbs.
 ONBIN_STEMS = ("書い", "聞い", "歩い", "働い", "置い", "泳い", "急い", "読ん", "飲ん", "遊ん", "呼ん", "住ん", "選ん", "学ん",
                "死ん", "行っ", "言っ", "思っ", "持っ", "使っ", "作っ", "立っ", "待っ", "取っ", "帰っ", "入っ", "知っ", "買っ",
                "会っ", "払っ", "習っ", "送っ", "残っ", "変わっ", "始まっ", "終わっ", "違っ", "撮っ", "座っ", "走っ")
