@@ -109,6 +109,7 @@ __all__ = [
     "CI_LEVELS",
     "bootstrap_counts",
     "layer_means",
+    "sequence_means",
     "split_probe",
     "mixing_conventions",
     "MixingVariants",
@@ -124,4 +125,4 @@ from .conventions import CONVENTIONS, LN_STEPS, MixingVariants, mixing_conventio
 from .forward import BATCH_KEYS, VECTOR_LIMIT_BYTES, _as_batch, _chunks, _first, _register, _run_hooked, _StopForward, decompose  # noqa: F401
 from .kernel import BLOCK_TOKENS, PRECISIONS, SPLIT_PROBE_SEED, check_precision, decompose_layer, split_probe  # noqa: F401
 from .result import METRICS, NORM_METRICS, OVERALL, RATIO_METRICS, SUMMARY_ROWS, VECTOR_FIELDS, Mixing  # noqa: F401
-from .tables import CI_LEVELS, bootstrap_counts, layer_means, mixing_summary, mixing_table
+from .tables import CI_LEVELS, bootstrap_counts, layer_means, mixing_summary, mixing_table, sequence_means

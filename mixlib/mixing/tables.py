@@ -60,6 +60,32 @@ def _with_ci(estimate: Any, low: Any, high: Any, name: str) -> Any:
     return out
 
 
+def sequence_means(values: Any, real: Any, *, select: Any = None) -> np.ndarray:
+    """Per-layer mean of a per-token quantity within each sequence: ``(L, B)`` float64.
+
+    The first step of :func:`mixing_table` and :func:`layer_means`, kept per sequence for statistics over sequences
+    (:mod:`mixlib.stats`): ``values`` averaged over the real tokens that ``select`` picks; NaN where a sequence has
+    none (a sequence without ``[MASK]`` for the ``[MASK]`` tokens).
+
+    Parameters
+    ----------
+    values : array-like, (L, B, N)
+        NaN allowed where ``real`` or ``select`` is False.
+    real : array-like of bool, (B, N)
+    select : array-like of bool, (B, N) or (L, B, N), optional
+        Tokens to average (default: all real tokens).
+    """
+    vals = np.asarray(values.numpy() if isinstance(values, torch.Tensor) else values, dtype=float)
+    real = np.asarray(real.numpy() if isinstance(real, torch.Tensor) else real, dtype=bool)
+    if vals.ndim != 3 or vals.shape[1:] != real.shape:
+        raise ValueError(f"values must be (L, B, N) with (B, N) = real.shape {real.shape}; got {vals.shape}.")
+    sel = real if select is None else np.asarray(select.numpy() if isinstance(select, torch.Tensor) else select, dtype=bool) & real
+    sel = np.broadcast_to(sel, vals.shape)  # (L, B, N)
+    count = sel.sum(axis=2)  # (L, B)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sel, vals, 0.0).sum(axis=2) / count  # (L, B); 0/0 = NaN where none is selected
+
+
 def layer_means(
     values: Any,
     real: Any,
@@ -79,11 +105,8 @@ def layer_means(
 
     Parameters
     ----------
-    values : array-like, (L, B, N)
-        NaN allowed where ``real`` or ``select`` is False.
-    real : array-like of bool, (B, N)
-    select : array-like of bool, (B, N) or (L, B, N), optional
-        Tokens to average (default: all real tokens).
+    values, real, select
+        As for :func:`sequence_means` (``values`` (L, B, N), ``real`` (B, N), ``select`` optional).
     ci, n_boot, seed
         As for :func:`mixing_table`.
 
@@ -94,27 +117,19 @@ def layer_means(
     """
     import pandas as pd
 
-    vals = np.asarray(values.numpy() if isinstance(values, torch.Tensor) else values, dtype=float)
-    real = np.asarray(real.numpy() if isinstance(real, torch.Tensor) else real, dtype=bool)
-    if vals.ndim != 3 or vals.shape[1:] != real.shape:
-        raise ValueError(f"values must be (L, B, N) with (B, N) = real.shape {real.shape}; got {vals.shape}.")
-    sel = real if select is None else np.asarray(select.numpy() if isinstance(select, torch.Tensor) else select, dtype=bool) & real
-    sel = np.broadcast_to(sel, vals.shape)  # (L, B, N)
-    count = sel.sum(axis=2)  # (L, B)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        per_seq = np.where(sel, vals, 0.0).sum(axis=2) / count  # (L, B)
-    present = count > 0
+    per_seq = sequence_means(values, real, select=select)  # (L, B)
+    present = ~np.isnan(per_seq)
     filled = np.where(present, per_seq, 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
         est = filled.sum(axis=1) / present.sum(axis=1)
     out = {"estimate": est}
     if ci is not None:
         _check_ci(ci, n_boot, seed)
-        w = bootstrap_counts(real.shape[0], n_boot, seed).astype(float)  # (R, B)
+        w = bootstrap_counts(per_seq.shape[1], n_boot, seed).astype(float)  # (R, B)
         with np.errstate(invalid="ignore", divide="ignore"):
             boot = np.einsum("lb,rb->lr", filled, w) / np.einsum("lb,rb->lr", present.astype(float), w)  # (L, R)
         out["low"], out["high"] = _interval(boot, ci)
-    return pd.DataFrame(out, index=pd.Index(range(vals.shape[0]), name="layer"))
+    return pd.DataFrame(out, index=pd.Index(range(per_seq.shape[0]), name="layer"))
 
 
 def mixing_table(

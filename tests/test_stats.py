@@ -1,0 +1,143 @@
+"""mixlib.stats (chapter 13's intervals and permutation test) against independent computations and by simulation,
+and mixlib.mixing.sequence_means against mixing_table."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from mixlib import stats
+from mixlib.mixing.tables import bootstrap_counts, layer_means, sequence_means
+
+
+def test_bootstrap_means_are_the_means_of_explicit_resamples():
+    rng = np.random.default_rng(1)
+    values = rng.normal(size=(3, 17))
+    values[1, 4] = np.nan  # sequence 4 is left out in every layer
+    got = stats.bootstrap_means(values, n_boot=50, seed=7)
+    kept = np.delete(values, 4, axis=1)
+    counts = bootstrap_counts(16, 50, 7)
+    for r in range(50):  # each resample: the sequences drawn, with repetition, then averaged
+        drawn = np.repeat(np.arange(16), counts[r])
+        np.testing.assert_allclose(got[:, r], kept[:, drawn].mean(axis=1), rtol=1e-12)
+
+
+def test_percentile_interval_matches_layer_means_interval():
+    """The same draws and the same percentiles as layer_means (what mixing_table uses) for per-sequence values."""
+    rng = np.random.default_rng(2)
+    tokens = rng.normal(size=(4, 30, 9))
+    real = rng.random((30, 9)) < 0.8
+    real[:, 0] = True
+    per_seq = sequence_means(tokens, real)
+    low, high = stats.percentile_interval(stats.bootstrap_means(per_seq, 300, 5), 0.9)
+    ref = layer_means(tokens, real, ci=0.9, n_boot=300, seed=5)
+    np.testing.assert_allclose(low, ref["low"], rtol=1e-10)
+    np.testing.assert_allclose(high, ref["high"], rtol=1e-10)
+
+
+def test_sequence_means_is_the_first_step_of_mixing_table():
+    rng = np.random.default_rng(3)
+    vals = rng.random((2, 5, 6))
+    real = np.ones((5, 6), bool)
+    real[2, 4:] = False
+    sel = np.zeros((5, 6), bool)
+    sel[[0, 2], 1] = True
+    got = sequence_means(vals, real, select=sel)
+    assert np.isnan(got[:, [1, 3, 4]]).all()  # no selected token
+    np.testing.assert_allclose(got[:, 0], vals[:, 0, 1])
+    np.testing.assert_allclose(sequence_means(vals, real)[:, 2], vals[:, 2, :4].mean(axis=1))
+    np.testing.assert_allclose(layer_means(vals, real, select=sel)["estimate"], np.nanmean(got, axis=1))
+
+
+def test_simultaneous_interval_covers_all_layers_at_its_level():
+    """Twelve layers, no difference anywhere: the band covers 0 in every layer in about 95% of the data sets, where
+    twelve separate 95% intervals all cover far less often."""
+    rng = np.random.default_rng(4)
+    all_covered = separately_covered = 0
+    runs = 200
+    for _ in range(runs):
+        data = rng.normal(size=(12, 40)) + rng.normal(size=(1, 40))  # correlated layers, as real layers are
+        samples = stats.bootstrap_means(data, 400, int(rng.integers(1 << 30)))
+        est = data.mean(axis=1)
+        lo, hi = stats.simultaneous_interval(samples, est, 0.95)
+        all_covered += bool(((lo <= 0) & (hi >= 0)).all())
+        plo, phi = stats.percentile_interval(samples, 0.95)
+        separately_covered += bool(((plo <= 0) & (phi >= 0)).all())
+        assert ((lo <= plo + 1e-12) & (hi >= phi - 1e-12)).mean() > 0.9  # wider than the layer-by-layer interval
+    assert 0.88 <= all_covered / runs <= 0.99, all_covered
+    assert separately_covered < all_covered
+
+
+def test_permutation_p_matches_scipy_for_one_layer():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(size=25), rng.normal(0.6, 1, size=30)
+    res = stats.permutation_test(a, b, n_perm=4000, seed=1)
+    ref = sps.permutation_test((b, a), lambda x, y: x.mean() - y.mean(), permutation_type="independent",
+                               n_resamples=4000, alternative="two-sided", random_state=2)
+    assert abs(res.p[0] - ref.pvalue) < 0.02, (res.p, ref.pvalue)
+    assert abs(res.difference[0] - (b.mean() - a.mean())) < 0.05  # the null is centred near 0 without strata
+    assert res.p_max[0] == pytest.approx(res.p[0])  # one layer: nothing to correct
+    assert (res.n_a, res.n_b) == (25, 30)
+
+
+def test_max_over_layers_keeps_false_positives_near_five_percent():
+    rng = np.random.default_rng(6)
+    any_layer = corrected = 0
+    runs = 150
+    for k in range(runs):
+        a = rng.normal(size=(12, 20)) + rng.normal(size=(1, 20))
+        b = rng.normal(size=(12, 20)) + rng.normal(size=(1, 20))
+        res = stats.permutation_test(a, b, n_perm=200, seed=k)
+        assert (res.p_max >= res.p - 1e-12).all()
+        any_layer += bool((res.p < 0.05).any())
+        corrected += bool((res.p_max < 0.05).any())
+    assert corrected / runs <= 0.11, corrected
+    assert any_layer > corrected
+
+
+def test_strata_remove_a_difference_that_the_strata_explain():
+    """Group b sits mostly in the long stratum, whose values are higher: the plain test finds a difference, the
+    test within strata does not; a real group effect within the strata is still found."""
+    rng = np.random.default_rng(7)
+    stratum_a = np.r_[np.zeros(40, int), np.ones(10, int)]
+    stratum_b = np.r_[np.zeros(10, int), np.ones(40, int)]
+    a = 3.0 * stratum_a + rng.normal(size=50)
+    b = 3.0 * stratum_b + rng.normal(size=50)
+    strata = np.r_[stratum_a, stratum_b]
+    assert stats.permutation_test(a, b, 1000, 0).p[0] < 0.01
+    within = stats.permutation_test(a, b, 1000, 0, strata=strata)
+    assert within.p[0] > 0.05 and abs(within.difference[0]) < 0.5
+    shifted = stats.permutation_test(a, b + 1.0, 1000, 0, strata=strata)
+    assert shifted.p[0] < 0.01 and 0.6 < shifted.difference[0] < 1.4
+
+
+def test_permutations_keep_group_sizes_within_strata():
+    a, b = np.arange(6.0), np.arange(6.0, 12.0)
+    strata = np.array([0, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1, 1])  # a: 3+3, b: 1+5
+    res = stats.permutation_test(a, b, 300, 3, strata=strata)
+    both = np.r_[a, b]
+    # every permuted difference is (mean of a b-sized draw) - (the rest) with 1 from stratum 0 and 5 from stratum 1
+    s0, s1 = both[strata == 0], both[strata == 1]
+    possible = set()
+    from itertools import combinations
+    for i in range(len(s0)):
+        for js in combinations(range(len(s1)), 5):
+            pick = np.r_[s0[i], s1[list(js)]]
+            possible.add(round(pick.mean() - (both.sum() - pick.sum()) / 6, 9))
+    assert {round(x, 9) for x in res.null[:, 0]} <= possible
+
+
+def test_bad_input_is_a_clear_error():
+    with pytest.raises(ValueError, match="layers"):
+        stats.permutation_test(np.zeros((2, 5)), np.zeros((3, 5)))
+    with pytest.raises(ValueError, match="strata has 3 labels for 10"):
+        stats.permutation_test(np.zeros(5), np.ones(5), strata=[0, 1, 2])
+    with pytest.raises(ValueError, match="n_perm"):
+        stats.permutation_test(np.zeros(5), np.ones(5), n_perm=0)
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.bootstrap_means(np.array([[1.0, np.nan, np.nan]]))
+    with pytest.raises(ValueError, match="ci="):
+        stats.percentile_interval(np.zeros((1, 10)), ci=95)
+    with pytest.raises(ValueError, match="estimate has 2 layers"):
+        stats.simultaneous_interval(np.zeros((3, 10)), np.zeros(2))
