@@ -302,3 +302,48 @@ def test_japanese_chapter_offline(monkeypatch, tmp_path):
         "the English side drew no figure")
     unanswered = [text for _, text in said if text.startswith("ex-13-")]
     assert unanswered and all("未回答" in t for t in unanswered), unanswered
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["no-mecab", "sudachi"])
+def test_japanese_chapter_names_what_is_missing(case, monkeypatch, tmp_path):
+    """The load cell's other two reasons, each in its one line: MeCab not installed (fugashi hidden in the kernel),
+    and a model whose tokenizer mixlib does not support (a local copy of the stand-in whose tokenizer_config.json
+    asks for Sudachi). Only the cells up to the load cell run."""
+    if not _has_fugashi():
+        pytest.skip("mixlib[ja] (fugashi) is not installed: the stand-in cannot be built here")
+    import json as _json
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import standin_ja  # noqa: PLC0415
+
+    env = standin_ja.env()
+    for name in ("HF_HOME", "HF_HUB_CACHE"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.delenv("MIXLIB_MODEL", raising=False)
+    nb = nbformat.read(NB_DIR / f"{JA_CHAPTER}.ipynb", as_version=4)
+    last = next(i for i, c in enumerate(nb.cells) if "HAVE_JA = ja is not None" in c.source)
+    nb.cells = nb.cells[: last + 1]
+    if case == "no-mecab":
+        monkeypatch.delenv("MIXLIB_JA_MODEL", raising=False)
+        nb.cells.insert(0, nbformat.v4.new_code_cell("import sys\nsys.modules['fugashi'] = None  # as if not installed"))
+        expected = "MeCab（fugashi と辞書）が入っていない"
+    else:
+        src = Path(env["HF_HUB_CACHE"]) / f"models--{standin_ja.MODEL.replace('/', '--')}" / "snapshots"
+        snapshot = next(src.iterdir())
+        folder = tmp_path / "sudachi-model"
+        folder.mkdir()
+        for f in snapshot.iterdir():
+            if f.name != "tokenizer_config.json":
+                (folder / f.name).symlink_to(f.resolve())
+        config = _json.loads((snapshot / "tokenizer_config.json").read_text(encoding="utf-8"))
+        (folder / "tokenizer_config.json").write_text(_json.dumps({**config, "word_tokenizer_type": "sudachi"}), encoding="utf-8")
+        monkeypatch.setenv("MIXLIB_JA_MODEL", str(folder))
+        expected = "このモデルの分かち書きか設定に対応していない"
+    path = tmp_path / f"{JA_CHAPTER}.ipynb"
+    nbformat.write(nb, path)
+    nb = _execute(path, monkeypatch, solutions=False)
+    said = [line for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            for line in _text_of(o).splitlines() if JA_OFFLINE_LINE in line]
+    assert len(said) == 1 and expected in said[0], said
+    assert not any(o.get("output_type") == "error" for c in nb.cells for o in c.get("outputs", []))

@@ -208,11 +208,8 @@ def mixing_table(
     counts = bootstrap_counts(mixing.n_sequences, n_boot, seed).astype(float) if ci is not None else None  # (R, B)
     table, low, high = {}, {}, {}
     for name, sel in groups.items():
-        count = sel.sum(axis=1)  # (B,)
-        sums = np.where(sel[None], vals, 0.0).sum(axis=2)  # (L, B)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            per_seq = sums / count[None]  # (L, B); NaN where the category is absent
-        present = count > 0
+        per_seq = sequence_means(vals, real, select=sel)  # (L, B); NaN where the category is absent
+        present = sel.any(axis=1)  # (B,)
         table[name] = per_seq[:, present].mean(axis=1) if present.any() else np.full(L, np.nan)
         if counts is not None:
             w = counts * present[None]  # (R, B): draws of sequences that have the category
