@@ -38,10 +38,11 @@ PYTEST_ARGS ?= --durations=15
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help env vendor book test test-paper test-colab test-py313 bench site-check clean clean-cache placeholders
+.PHONY: help env vendor book colab test test-paper test-colab test-py313 bench site-check clean clean-cache placeholders
 
 help:
 	@echo "make book        build the executed book into _build/html (creates .venv on first use)"
+	@echo "make colab       regenerate the Colab edition notebooks/colab/ from the chapters (commit it with them)"
 	@echo "make test        run pytest (unit tests + every notebook in fast mode)"
 	@echo "make test-paper  the CLI and every notebook (fast mode) on a random-weight stand-in for bert-base-uncased"
 	@echo "make test-colab  a replica of Colab's runtime: its install cell must replace nothing; then the chapters there"
@@ -103,6 +104,11 @@ book: env vendor placeholders _build/.toc-stamp
 	    echo "error: a figure's text is under $(MIN_TEXT_PX) px on the site (mixlib.plots.watch_text_sizes):"; \
 	    grep -rho "$(SMALL_TEXT)[^\"]*" $(BUILD_LOG) _build/jupyter_execute | sort -u | head -20; exit 1; fi
 	@echo "The book is at: $(CURDIR)/_build/html/index.html"
+
+# The Colab edition (what Colab opens): every chapter's MyST turned into Markdown Colab renders, its prose numbers
+# shown by folded cells from the student's own run (mixlib/_edition.py). tests/test_edition.py fails when it is stale.
+colab: env
+	$(PY) -m mixlib._edition
 
 test: env
 	@start=$$(date +%s); \

@@ -20,6 +20,9 @@ checks, with DOM queries on the page as the reader's browser built it:
   code, in a code cell or shown as an output, keeps its lines and may scroll);
 * every saved ipywidgets view was rendered by the local HTML manager (its
   ``widget-subarea`` has content);
+* the Colab edition (``notebooks/colab/``): every link it makes into the site (glossary terms, references, essay
+  pages) points to a built page and, with an anchor, to an ``id`` that page has; every chapter page's Colab launch
+  button opens the chapter's Colab edition;
 * every chapter page (``notebooks/*.html``) shows at least one figure (an image
   or a chart), unless its source is still a PLACEHOLDER (reported, not failed:
   tests/test_book.py fails on those).
@@ -206,6 +209,33 @@ def check(site: Path, base: str, page: Path, facts: dict, ids: dict[Path, set[st
     return problems, notes
 
 
+def check_edition_links(site: Path, ids: dict[Path, set[str]]) -> list[str]:
+    """The Colab edition's links into the site resolve on the built site; the launch buttons open the edition."""
+    import json
+    import re
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
+    from mixlib._repo import COLAB_EDITION_DIR, SITE_URL, colab_url
+
+    problems, links = [], 0
+    for nb_path in sorted((root / COLAB_EDITION_DIR).glob("*.ipynb")):
+        text = "".join("".join(c["source"]) for c in json.loads(nb_path.read_text(encoding="utf-8"))["cells"])
+        for url in sorted(set(re.findall(re.escape(SITE_URL) + r"[^)\s\"]*", text))):
+            links += 1
+            rel, _, anchor = url[len(SITE_URL):].partition("#")
+            page = site / rel
+            if not page.is_file():
+                problems.append(f"{nb_path.name} links {url}: no such page on the site")
+            elif anchor and anchor not in ids.get(page, set()):
+                problems.append(f"{nb_path.name} links {url}: the page has no id {anchor!r}")
+        page = site / "notebooks" / f"{nb_path.stem}.html"
+        if page.is_file() and colab_url(nb_path.name) not in page.read_text(encoding="utf-8"):
+            problems.append(f"{page.relative_to(site)}: its Colab button does not open {colab_url(nb_path.name)}")
+    print(f"  Colab edition: {links} links into the site checked, launch buttons of the chapter pages checked")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("site", type=Path, help="the built site, e.g. _build/html")
@@ -249,6 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     for rel in missing:
         print(f"  FAIL screenshot page {rel} does not exist")
         failed += 1
+    edition_problems = check_edition_links(site, ids)
+    for p in edition_problems:
+        print(f"  FAIL Colab edition: {p}")
+    failed += bool(edition_problems)
     print(f"  screenshots ({len(wanted) - len(missing)} pages, 1280 px wide, full height): {shots}/")
     total = time.perf_counter() - t_start
     print(f"site check: {len(pages) - failed} passed, {failed} failed in {total:.0f} s")

@@ -9,12 +9,18 @@ every notebook. ``tests/test_colab_cell.py`` runs the cell as Colab would.
 
 from __future__ import annotations
 
-__all__ = ["REPO_URL", "REPO_BRANCH", "REPO_URL_ENV", "REPO_DIR_ENV", "COLAB_DIR", "INSTALL_CELL", "colab_url"]
+__all__ = ["REPO_URL", "REPO_BRANCH", "REPO_URL_ENV", "REPO_DIR_ENV", "COLAB_DIR", "INSTALL_CELL", "SITE_URL",
+           "COLAB_EDITION_DIR", "colab_url"]
 
 #: The public repository of the book (clone URL without ``.git``).
 REPO_URL = "https://github.com/nlp-course-ja/mixbook"
 #: The branch the book is built from and Colab opens.
 REPO_BRANCH = "main"
+#: Where the book's site is published (GitHub Pages of :data:`REPO_URL`; ``_config.yml``'s ``html.baseurl``): the
+#: Colab edition links the glossary, the references and the essay pages there.
+SITE_URL = "https://nlp-course-ja.github.io/mixbook/"
+#: The Colab edition of the chapters (``python -m mixlib._edition`` writes it): what Colab opens.
+COLAB_EDITION_DIR = "notebooks/colab"
 #: Environment variable that replaces :data:`REPO_URL` in the install cell (a fork, a mirror, a local clone).
 REPO_URL_ENV = "MIXBOOK_REPO_URL"
 #: Environment variable that replaces :data:`COLAB_DIR`, where the install cell puts the clone.
@@ -72,12 +78,15 @@ if "google.colab" in sys.modules:
 
 
 def colab_url(notebook: str) -> str:
-    """The Colab link that opens ``notebooks/<notebook>`` from the repository.
+    """The Colab link that opens a chapter's Colab edition (``notebooks/colab/<notebook>``) from the repository.
+
+    Colab renders no MyST, so it opens the edition generated from the chapter (:mod:`mixlib._edition`), not the
+    chapter's source in ``notebooks/``.
 
     Parameters
     ----------
     notebook : str
-        File name inside ``notebooks/``, e.g. ``"10_mixing.ipynb"``.
+        The chapter's file name, e.g. ``"10_mixing.ipynb"``.
 
     Returns
     -------
@@ -86,9 +95,9 @@ def colab_url(notebook: str) -> str:
     Examples
     --------
     >>> colab_url("00_environment.ipynb")
-    'https://colab.research.google.com/github/nlp-course-ja/mixbook/blob/main/notebooks/00_environment.ipynb'
+    'https://colab.research.google.com/github/nlp-course-ja/mixbook/blob/main/notebooks/colab/00_environment.ipynb'
     """
     if not notebook.endswith(".ipynb") or "/" in notebook:
-        raise ValueError(f"notebook={notebook!r}: expected a file name in notebooks/ ending in .ipynb, e.g. '10_mixing.ipynb'.")
+        raise ValueError(f"notebook={notebook!r}: expected a chapter's file name ending in .ipynb, e.g. '10_mixing.ipynb'.")
     owner_repo = REPO_URL.removeprefix("https://github.com/")
-    return f"https://colab.research.google.com/github/{owner_repo}/blob/{REPO_BRANCH}/notebooks/{notebook}"
+    return f"https://colab.research.google.com/github/{owner_repo}/blob/{REPO_BRANCH}/{COLAB_EDITION_DIR}/{notebook}"

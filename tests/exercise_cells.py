@@ -40,10 +40,11 @@ def check_cells(nb: nbformat.NotebookNode) -> dict[str, int]:
     return out
 
 
-def with_solutions(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy of ``nb`` whose check cells run the solution right after the lines a student fills in."""
+def with_solutions(nb: nbformat.NotebookNode, sols: dict[str, str] | None = None) -> nbformat.NotebookNode:
+    """A copy of ``nb`` whose check cells run the solution right after the lines a student fills in (``sols``:
+    label → code, by default :func:`solutions` of ``nb``; the Colab edition takes its chapter's)."""
     nb = copy.deepcopy(nb)
-    sols = solutions(nb)
+    sols = solutions(nb) if sols is None else sols
     for label, i in check_cells(nb).items():
         lines = nb.cells[i].source.split("\n")
         at = [k for k, line in enumerate(lines) if ANSWER_LINE.match(line)]

@@ -36,3 +36,85 @@ def test_without_myst_nb_glue_does_nothing(monkeypatch):
     finally:
         monkeypatch.undo()
         importlib.reload(mixlib.glue)
+
+
+# -- the Colab edition: values kept for prose(), formatted as myst-nb's {glue:text} formats them ----------------
+
+VALUES = [0.123456, 1234.5, -0.5, 3, 0, np.float64(2.5e-7), 12345678, "12,345", "含む", mixlib.glue.Text("左右どちらも読まれている"),
+          mixlib.glue.Text("1.25"), True, 0.049999]
+SPECS = [None, ".2f", ".3f", ".0%", ".1%", "+.1f", ",", "d", ".2e", ".3g", "s", ""]
+
+
+def _myst_text(value, spec):
+    """What the site shows: myst-nb's own glue (its display data) and its own {glue:text} formatter."""
+    from IPython.core.formatters import format_display_data
+    from myst_nb.core.variables import format_plain_text
+
+    plain = format_display_data(value)[0]["text/plain"]
+    return format_plain_text(plain, "s" if spec is None else spec)
+
+
+def test_format_value_equals_myst_nb():
+    import pytest
+
+    pytest.importorskip("myst_nb")
+    compared = 0
+    for value in VALUES:
+        for spec in SPECS:
+            try:
+                expected = _myst_text(value, spec)
+            except (ValueError, TypeError):  # a spec the value cannot take: the site's build warns and fails
+                with pytest.raises((ValueError, TypeError)):
+                    mixlib.glue.format_value(mixlib.glue._plain_text(value), spec)
+                continue
+            assert mixlib.glue.format_value(mixlib.glue._plain_text(value), spec) == expected, (value, spec)
+            compared += 1
+    assert compared > 60
+
+
+def test_glue_keeps_every_value_for_prose(monkeypatch):
+    monkeypatch.setattr(mixlib.glue, "VALUES", {})
+    monkeypatch.setattr(mixlib.glue, "_myst_glue", None)  # as on Colab
+    mixlib.glue.g("n", np.int64(12))
+    mixlib.glue.g("share", np.float32(0.25))
+    mixlib.glue.glue("verdict", mixlib.glue.Text("含む"), display=False)
+    mixlib.glue.glue("count", f"{12345:,}", display=False)
+    assert mixlib.glue.VALUES == {"n": "12", "share": "0.25", "verdict": "含む", "count": "'12,345'"}
+    text, shown, missing = mixlib.glue.render("文は {{n}} 個、割合 {{share:.0%}}（{{count}}）で、区間は 1/2 を{{verdict}}。$x_{i}$ と {{later:.2f}}")
+    assert text == f"文は 12 個、割合 25%（12,345）で、区間は 1/2 を含む。$x_{{i}}$ と {mixlib.glue.MISSING.format(key='later')}"
+    assert shown == {"n": "12", "share:.0%": "25%", "count": "12,345", "verdict": "含む"} and missing == ["later"]
+
+
+class _Handle:
+    def __init__(self, log):
+        self.log = log
+
+    def update(self, obj, metadata=None):
+        self.log.append(("update", obj.data, metadata))
+
+
+def test_prose_shows_markdown_with_its_values_and_fills_in_a_later_one(monkeypatch):
+    from IPython.display import Markdown
+
+    log = []
+
+    def display(obj, metadata=None, display_id=None):
+        assert isinstance(obj, Markdown)
+        log.append(("display", obj.data, metadata))
+        return _Handle(log) if display_id else None
+
+    monkeypatch.setattr("IPython.display.display", display)
+    monkeypatch.setattr(mixlib.glue, "VALUES", {"x": "0.5"})
+    monkeypatch.setattr(mixlib.glue, "_myst_glue", None)
+    monkeypatch.setattr(mixlib.glue, "_PENDING", [])
+    mixlib.glue.prose("値は **{{x:.1f}}**。")
+    mixlib.glue.prose("値は {{x:.1f}} と {{y}}（次のセルが数える）。")
+    missing = mixlib.glue.MISSING.format(key="y")
+    assert log == [("display", "値は **0.5**。", {"mixbook": {"shown": {"x:.1f": "0.5"}, "missing": []}}),
+                   ("display", f"値は 0.5 と **{missing}**（次のセルが数える）。",
+                    {"mixbook": {"shown": {"x:.1f": "0.5"}, "missing": ["y"]}})]
+    mixlib.glue.g("z", 1)  # not in the paragraph: nothing shown again
+    assert len(log) == 2
+    mixlib.glue.g("y", 7)  # the next cell: the paragraph is shown again, in place, complete
+    assert log[2] == ("update", "値は 0.5 と 7（次のセルが数える）。", {"mixbook": {"shown": {"x:.1f": "0.5", "y": "7"}, "missing": []}})
+    assert mixlib.glue._PENDING == []

@@ -1,4 +1,11 @@
-"""Execute every chapter notebook top to bottom in a fresh kernel, in fast mode.
+"""Execute every chapter notebook top to bottom in a fresh kernel, in fast mode: its Colab edition.
+
+What runs is each chapter's Colab edition (``notebooks/colab/``, :mod:`mixlib._edition`): the chapter's code cells
+unchanged (``tests/test_edition.py`` holds them equal), plus the folded cells that show the prose's numbers. So one
+run proves the chapter runs and that, in Colab, every number and verdict the site's prose states appears, computed
+by that run: each prose cell's paragraph must equal the chapter's paragraph filled in with the values myst-nb glued
+in the same run, formatted by myst-nb's own ``{glue:text}`` code (where myst-nb is installed; in the Colab replica,
+without it, no value may be missing).
 
 One test per notebook (so pytest-xdist can spread them over workers). Each runs
 from ``notebooks/`` with ``MIXLIB_FAST=1`` (the parameters cell shrinks sizes)
@@ -39,6 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / ".ci"))
 import nbexec_fix  # noqa: E402
 from exercise_cells import check_cells, with_solutions  # noqa: E402
+from exercise_cells import solutions as exercise_solutions  # noqa: E402
 from test_exercises import CHECKED  # noqa: E402
 
 from mixlib import plots  # noqa: E402
@@ -49,6 +57,8 @@ from mixlib.interactive import NEEDS_KERNEL_TAG  # noqa: E402
 nbexec_fix.install()
 NB_DIR = ROOT / "notebooks"
 NOTEBOOKS = sorted(NB_DIR.glob("*.ipynb"))
+#: the Colab edition of each chapter (what Colab opens), run in its place
+EDITION_DIR = ROOT / "notebooks" / "colab"
 #: seconds any single cell may take in fast mode before the test fails (a hang, not a slow cell)
 CELL_TIMEOUT = 300
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -107,7 +117,9 @@ def _ja_standin_cache(tmp: Path, monkeypatch) -> None:
     monkeypatch.delenv("MIXLIB_JA_MODEL", raising=False)
 
 
-def _execute(path: Path, monkeypatch, *, solutions: bool = True) -> nbformat.NotebookNode:
+def _execute(path: Path, monkeypatch, *, solutions: bool = True, source: Path | None = None) -> nbformat.NotebookNode:
+    """Run ``path`` in fast mode (with its exercises' solutions filled in, taken from ``source``, the chapter, when
+    ``path`` is its Colab edition)."""
     # The kernel inherits this process's environment.
     monkeypatch.setenv("MIXLIB_FAST", "1")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -117,7 +129,7 @@ def _execute(path: Path, monkeypatch, *, solutions: bool = True) -> nbformat.Not
     monkeypatch.setenv(plots.TEXT_CHECK_ENV, f"{plots.MIN_TEXT_PX:g}")  # plots.setup() measures every figure's text
     nb = nbformat.read(path, as_version=4)
     if path.stem in CHECKED and solutions:
-        nb = with_solutions(nb)
+        nb = with_solutions(nb, exercise_solutions(nbformat.read(source or path, as_version=4)))
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT,
@@ -139,7 +151,8 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch, tmp_path):
         if not _has_fugashi():  # Python 3.13's and Colab's runtimes before mixlib[ja]: test_japanese_chapter_offline
             pytest.skip("mixlib[ja] (fugashi) is not installed: chapter 13's Japanese sections cannot run here")
         _ja_standin_cache(tmp_path, monkeypatch)
-    nb = _execute(path, monkeypatch)
+    nb = _execute(EDITION_DIR / path.name, monkeypatch, source=path)
+    _check_findings(path, nb)
     if path.stem == JA_CHAPTER:
         said = "".join(_text_of(o) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
         assert JA_OFFLINE_LINE not in said and "tohoku-nlp/bert-base-japanese-v3（12層" in said, (
@@ -197,6 +210,44 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch, tmp_path):
         state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
         missing = [m for m in widget_models if m not in state]
         assert not missing, f"{path.name}: widget views without saved state (the static page cannot show them): {missing}"
+
+
+def _check_findings(path: Path, nb: nbformat.NotebookNode) -> None:
+    """Every value the chapter's prose states appears in its Colab edition's run, as the site would state it."""
+    from mixlib._edition import PROSE_TITLE
+    from mixlib.glue import MISSING, PLACEHOLDER
+
+    try:
+        from myst_nb.core.variables import format_plain_text
+        from myst_nb.ext.glue import GLUE_PREFIX
+    except ImportError:  # the Colab replica: no myst-nb, as on Colab
+        format_plain_text = GLUE_PREFIX = None
+    glued = {}  # key -> text/plain, as myst-nb recorded it in this run
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name and GLUE_PREFIX:
+                glued[name] = out["data"][GLUE_PREFIX + "text/plain"]
+    source_keys = set(re.findall(r"\{glue:text\}`([A-Za-z_]\w*)", "".join(
+        c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")))
+    shown_keys, problems = set(), []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or not cell.source.startswith(f"#@title {PROSE_TITLE}"):
+            continue
+        template = cell.source[cell.source.index('prose(r"""\n') + 11:-len('\n""")')]
+        shown_keys.update(m.group(1) for m in PLACEHOLDER.finditer(template))
+        said = [o for o in cell.get("outputs", []) if "text/markdown" in o.get("data", {})]
+        if len(said) != 1 or said[0]["metadata"]["mixbook"]["missing"]:
+            problems.append(f"cell {i}: {[o.get('metadata') for o in said] or 'no paragraph shown'}")
+            continue
+        text = said[0]["data"]["text/markdown"]
+        assert MISSING.split("{")[0] not in text
+        if format_plain_text is not None:
+            expected = PLACEHOLDER.sub(lambda m: format_plain_text(glued[m.group(1)], m.group(2) or "s"), template)
+            if text != expected:
+                problems.append(f"cell {i}: shows\n{text[:400]}\nthe site would state\n{expected[:400]}")
+    assert source_keys <= shown_keys, f"{path.name}: prose values no prose cell shows: {sorted(source_keys - shown_keys)}"
+    assert not problems, f"{path.name}'s Colab edition: " + "\n".join(problems)
 
 
 def test_font_warning_check_catches_a_real_warning(monkeypatch, tmp_path):

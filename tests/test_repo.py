@@ -32,6 +32,14 @@ def _tracked_files() -> list[Path]:
 # -- one repository URL ------------------------------------------------------
 
 
+def test_site_url_matches_config():
+    from mixlib._repo import SITE_URL
+
+    assert _config()["html"]["baseurl"] == SITE_URL
+    owner, name = REPO_URL.removeprefix("https://github.com/").split("/")
+    assert SITE_URL == f"https://{owner}.github.io/{name}/", "the site is the repository's GitHub Pages"
+
+
 def test_repo_url_matches_config():
     repo = _config()["repository"]
     assert repo["url"] == REPO_URL, "_config.yml repository.url and mixlib/_repo.py REPO_URL differ"
@@ -66,11 +74,12 @@ def test_readme_links_every_chapter_in_colab():
         name = url.rsplit("/", 1)[-1]
         assert url == colab_url(name), f"README.md: {url} does not match REPO_URL/REPO_BRANCH"
         assert (ROOT / "notebooks" / name).is_file(), f"README.md links a notebook that does not exist: {name}"
+        assert (ROOT / "notebooks" / "colab" / name).is_file(), f"README.md links a Colab edition that does not exist: {name}"
 
 
 def test_colab_url_rejects_paths():
-    assert colab_url("00_environment.ipynb").endswith("/blob/main/notebooks/00_environment.ipynb")
-    with pytest.raises(ValueError, match="file name in notebooks/"):
+    assert colab_url("00_environment.ipynb").endswith("/blob/main/notebooks/colab/00_environment.ipynb")
+    with pytest.raises(ValueError, match="chapter's file name"):
         colab_url("notebooks/00_environment.ipynb")
     with pytest.raises(ValueError, match="ending in .ipynb"):
         colab_url("00_environment.md")

@@ -1,0 +1,500 @@
+"""The Colab edition: what Colab opens, generated from the book's chapters (``python -m mixlib._edition``).
+
+Colab opens a notebook from GitHub and renders its Markdown as CommonMark with LaTeX: it renders no MyST. The
+book's chapters (``notebooks/NN_*.ipynb``) are written in MyST for the site, so this module writes, for each one,
+``notebooks/colab/NN_*.ipynb``, where
+
+* every ``{glue:text}`` value becomes this run's value: a paragraph that shows glued values becomes a folded cell
+  (``#@title 結果を読む``) that calls :func:`mixlib.glue.prose` with the paragraph, each value written
+  ``{{key:spec}}``; Run all shows the paragraph with the numbers of the student's own run (bert-base-uncased on
+  Colab, not the site's packaged model);
+* roles become text and links: ``{term}`` → the glossary on the site, ``{cite}`` → author and year linked to the
+  references page, ``{doc}`` → the other chapter's Colab edition (or the site's page), ``{ref}`` → the
+  exercise's or section's name;
+* directives become Markdown: an exercise a heading (``### 演習 ex-08-1``), its solution a folded ``<details>``
+  block, an admonition a quotation with its title;
+* the install cell and every cell the site folds or hides are folded (``#@title`` and ``"cellView": "form"``),
+  so the notebook opens on the chapter's title; a note under the title says what the edition is.
+
+Code cells are the chapter's own, unchanged but for the ``#@title`` line. The site's launch button and the
+README's badges open this edition (:func:`mixlib._repo.colab_url`); ``tests/test_edition.py`` regenerates it and
+compares, and runs it. Nothing here is needed on Colab itself.
+
+Usage::
+
+    python -m mixlib._edition            # write notebooks/colab/
+    python -m mixlib._edition --check    # exit 1 and name the files that differ from what would be written
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ._repo import COLAB_EDITION_DIR, INSTALL_CELL, SITE_URL, colab_url
+
+__all__ = ["Book", "EditionError", "read_book", "convert_markdown", "convert_notebook", "build", "main",
+           "PROSE_TITLE", "FOLD_TAGS"]
+
+ROOT = Path(__file__).resolve().parent.parent
+#: tags of the cells the site hides or folds: folded in the Colab edition
+FOLD_TAGS = ("remove-cell", "remove-input", "hide-input", "hide-cell")
+#: the title of a folded cell that shows a paragraph with this run's values
+PROSE_TITLE = "結果を読む（この実行の数で）"
+#: the title of the folded install cell
+INSTALL_TITLE = "準備：Colab でだけ mixlib とデータを入れる（最初に実行する）"
+#: the title of a folded cell whose first line is not a comment
+FOLD_TITLE = "図を描くコード（▶ を押すと中が見える）"
+#: the note under the chapter's title ({site}: the chapter's page on the site)
+EDITION_NOTE = ("> **Colab 版**　この章の本のページ（[サイト]({site})）から生成したノートブックである。"
+                "メニューの「ランタイム」→「すべてのセルを実行」で上から順に実行すると、本文が述べる数と結論が"
+                "「結果を読む」のセルに **この実行で計算した値で** 表示される（サイトの数は、本のビルド環境のモデルのもの）。"
+                "折りたたんだセルは、▶ やタイトルを押すと中のコードが見える。")
+
+ROLE = re.compile(r"\{([a-z][\w:-]*)\}`([^`]*)`")
+ROLE_OR_CODE = re.compile(ROLE.pattern + r"|`[^`]*`")
+DIRECTIVE_OPEN = re.compile(r"^(?P<fence>:{3,}|`{3,})\{(?P<name>[\w:-]+)\}\s*(?P<arg>.*)$")
+OPTION = re.compile(r"^:(?P<key>[\w-]+):\s*(?P<value>.*)$")
+TARGET = re.compile(r"^\((?P<label>[\w.-]+)\)=\s*$")
+FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})")
+#: a string in code that can be a glue key: a literal, or an f-string whose {…} parts stand for any word characters
+#: (a key glued in a loop over names is named somewhere; tests/test_edition.py runs the edition and finds any gap)
+GLUED = re.compile(r"""f?["']([A-Za-z_{][\w{}]*)["']""")
+PLACEHOLDER = re.compile(r"\{\{([A-Za-z_]\w*)(?::([^{}]*))?\}\}")
+
+
+class EditionError(ValueError):
+    """The chapters hold something the Colab edition cannot express (the message says where and what to do)."""
+
+
+# -- what the whole book knows: titles, glossary anchors, references, labels --------------------------------------
+
+
+@dataclass(frozen=True)
+class Book:
+    """What a chapter's roles refer to, read from the book's sources."""
+
+    #: docname ("notebooks/08_bert", "book/glossary") -> its title
+    titles: dict[str, str]
+    #: glossary term -> its id on the site's glossary page
+    terms: dict[str, str]
+    #: bibliography key -> "Devlin et al. 2019"
+    cites: dict[str, str]
+    #: label ("ex-08-6", "ch10-token-maps") -> (docname, how a reference to it reads)
+    labels: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+
+def _markdown_cells(nb: dict) -> list[str]:
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+            for c in nb["cells"] if c["cell_type"] == "markdown"]
+
+
+def _title(markdown: str) -> str:
+    m = re.search(r"^# (.+)$", markdown, re.M)
+    if not m:
+        raise EditionError("no '# title' line")
+    return m.group(1).strip()
+
+
+def glossary_ids(glossary_md: str) -> dict[str, str]:
+    """Each glossary term's id on the site's glossary page, as Sphinx gives it (``sphinx.util.nodes.make_id``):
+    ``term-`` and the term where that makes an ASCII id (``term-WordPiece``), else ``term-0``, ``term-1`` … in the
+    order of the page. ``.ci/check_site.py`` checks every such link against the built page."""
+    from sphinx.util.nodes import _make_id
+
+    m = re.search(r"^```\{glossary\}[^\n]*\n(.*?)^```\s*$", glossary_md, re.S | re.M)
+    if not m:
+        raise EditionError("book/glossary.md: no ```{glossary} block")
+    ids: dict[str, str] = {}
+    used: set[str] = set()
+    serial = 0
+    for line in m.group(1).splitlines():
+        if not line.strip() or line[0].isspace() or line.startswith(":"):
+            continue  # a definition line, a blank line or an option
+        term = line.strip()
+        node_id = _make_id(f"term-{term}")
+        if node_id == "term":
+            node_id = None
+        while node_id is None or node_id in used:
+            node_id, serial = f"term-{serial}", serial + 1
+        used.add(node_id)
+        ids[term] = node_id
+    return ids
+
+
+def _cite_names(bib_path: Path) -> dict[str, str]:
+    from pybtex.database import parse_file
+
+    names = {}
+    for key, entry in parse_file(str(bib_path), bib_format="bibtex").entries.items():
+        people = entry.persons.get("author") or entry.persons.get("editor") or []
+        last = [" ".join(p.last_names).replace("{", "").replace("}", "") for p in people]
+        ja = any(not name.isascii() for name in last)  # 小林悟郎ら, 山本悠士・松崎拓也
+        two, many = ("・", "ら") if ja else (" & ", " et al.")
+        who = (last[0] if len(last) == 1 else f"{last[0]}{two}{last[1]}" if len(last) == 2
+               else f"{last[0]}{many}" if last else entry.fields.get("title", key))
+        names[key] = f"{who} {entry.fields.get('year', '')}".strip()
+    return names
+
+
+def read_book(root: Path = ROOT) -> Book:
+    """Read titles, glossary anchors, references and labels from the book's sources."""
+    titles: dict[str, str] = {}
+    labels: dict[str, tuple[str, str]] = {}
+    for page in sorted((root / "book").glob("*.md")):
+        titles[f"book/{page.stem}"] = _title(page.read_text(encoding="utf-8"))
+    for path in sorted((root / "notebooks").glob("*.ipynb")):
+        doc = f"notebooks/{path.stem}"
+        cells = _markdown_cells(json.loads(path.read_text(encoding="utf-8")))
+        titles[doc] = _title(cells[0])
+        for text in cells:
+            for m in re.finditer(r"^:label:\s*(ex-[\w-]+)\s*$", text, re.M):
+                labels[m.group(1)] = (doc, f"演習 {m.group(1)}")
+            for m in re.finditer(r"^\(([\w.-]+)\)=\s*\n#+ (.+)$", text, re.M):
+                labels[m.group(1)] = (doc, f"「{m.group(2).strip()}」の節")
+    terms = glossary_ids((root / "book" / "glossary.md").read_text(encoding="utf-8"))
+    return Book(titles=titles, terms=terms, cites=_cite_names(root / "book" / "references.bib"), labels=labels)
+
+
+# -- MyST -> CommonMark ------------------------------------------------------------------------------------------
+
+
+def site_url(doc: str, anchor: str = "") -> str:
+    """The site's page for a docname (``book/glossary`` → ``…/book/glossary.html``)."""
+    return f"{SITE_URL}{doc}.html" + (f"#{anchor}" if anchor else "")
+
+
+def _doc_link(target: str, doc: str, book: Book) -> str:
+    name = str(Path(Path(doc).parent, target)).replace("\\", "/")
+    name = re.sub(r"[^/]+/\.\./", "", name)
+    if name not in book.titles:
+        raise EditionError(f"{{doc}}`{target}` in {doc}: no such page")
+    if name.startswith("notebooks/"):
+        return f"[{book.titles[name]}]({colab_url(Path(name).name + '.ipynb')})"
+    return f"[{book.titles[name]}]({site_url(name)})"
+
+
+def _role(name: str, content: str, doc: str, book: Book) -> str:
+    if name == "glue:text":
+        key, _, spec = content.partition(":")
+        if "::" in content or not re.fullmatch(r"[A-Za-z_]\w*", key):
+            raise EditionError(f"{doc}: {{glue:text}}`{content}`: only a key of this notebook, with a format spec")
+        return "{{" + key + (f":{spec}" if _ else "") + "}}"
+    if name == "term":
+        m = re.fullmatch(r"(.*?)\s*<(.+)>", content, re.S)
+        shown, term = (m.group(1), m.group(2)) if m else (content, content)
+        if term not in book.terms:
+            raise EditionError(f"{doc}: {{term}}`{content}`: not in book/glossary.md")
+        return f"[{shown}]({site_url('book/glossary', book.terms[term])})"
+    if name == "cite":
+        keys = [k.strip() for k in content.split(",")]
+        unknown = [k for k in keys if k not in book.cites]
+        if unknown:
+            raise EditionError(f"{doc}: {{cite}}`{content}`: {unknown} not in book/references.bib")
+        refs = site_url("book/references")
+        return "（" + "；".join(f"[{book.cites[k]}]({refs})" for k in keys) + "）"
+    if name == "doc":
+        return _doc_link(content, doc, book)
+    if name in ("ref", "numref"):
+        label = re.sub(r"^.*<(.+)>$", r"\1", content)
+        if label not in book.labels:
+            raise EditionError(f"{doc}: {{{name}}}`{content}`: no such label")
+        where, reads = book.labels[label]
+        if where == doc:
+            return reads
+        chapter = int(Path(where).name[:2])
+        return f"[第 {chapter} 章]({colab_url(Path(where).name + '.ipynb')})の{reads}"
+    raise EditionError(f"{doc}: the role {{{name}}} has no Colab form")
+
+
+def _roles(text: str, doc: str, book: Book) -> str:
+    """Replace every role outside code (fenced blocks and code spans keep their text)."""
+    out, in_fence = [], ""
+    for line in text.split("\n"):
+        m = FENCE.match(line.lstrip("> "))
+        if in_fence:
+            if m and m.group("fence")[0] == in_fence[0] and len(m.group("fence")) >= len(in_fence):
+                in_fence = ""
+        elif m:
+            in_fence = m.group("fence")
+        else:
+            line = re.sub(r" ?(\{cite\}`[^`]*`) ?", r"\1", line)  # the site's spaces around a citation, not Colab's
+            line = ROLE_OR_CODE.sub(lambda r: _role(r.group(1), r.group(2), doc, book) if r.group(1) else r.group(0), line)
+        out.append(line)
+    return "\n".join(out)
+
+
+def _directive(name: str, arg: str, options: dict[str, str], body: str, doc: str) -> str:
+    if name == "exercise":
+        label = options.get("label")
+        if not label:
+            raise EditionError(f"{doc}: an exercise without :label:")
+        return f"### 演習 {label}" + (f"（{arg}）" if arg else "") + f"\n\n{body}"
+    if name == "solution":
+        return (f"<details>\n<summary>解答例（{arg}。まず自分で解いてから開く）</summary>\n\n{body}\n\n</details>")
+    if name == "admonition":
+        lines = [f"**{arg}**", "", *body.split("\n")]
+        return "\n".join(f"> {line}".rstrip() for line in lines)
+    raise EditionError(f"{doc}: the directive {{{name}}} has no Colab form")
+
+
+def segments(text: str) -> list[tuple[bool, str]]:
+    """Split MyST into (is_directive, text) pieces at top level: a directive is one piece with its body."""
+    lines = text.split("\n")
+    out: list[tuple[bool, str]] = []
+    plain: list[str] = []
+    i = 0
+    while i < len(lines):
+        m = DIRECTIVE_OPEN.match(lines[i])
+        if not m:
+            plain.append(lines[i])
+            i += 1
+            continue
+        fence = m.group("fence")
+        close = re.compile(r"^%s{%d,}\s*$" % (re.escape(fence[0]), len(fence)))
+        j = i + 1
+        while j < len(lines) and not close.match(lines[j]):
+            j += 1
+        if j == len(lines):
+            raise EditionError(f"a {m.group('name')} directive that is never closed: {lines[i]!r}")
+        if plain:
+            out.append((False, "\n".join(plain)))
+            plain = []
+        out.append((True, "\n".join(lines[i:j + 1])))
+        i = j + 1
+    if plain:
+        out.append((False, "\n".join(plain)))
+    return out
+
+
+def _convert_directive(text: str, doc: str, book: Book) -> str:
+    lines = text.split("\n")
+    m = DIRECTIVE_OPEN.match(lines[0])
+    body = lines[1:-1]
+    options = {}
+    while body and OPTION.match(body[0]):
+        o = OPTION.match(body[0])
+        options[o.group("key")] = o.group("value").strip()
+        body = body[1:]
+    inner = convert_markdown("\n".join(body).strip("\n"), doc, book)
+    return _directive(m.group("name"), m.group("arg").strip(), options, inner, doc)
+
+
+def convert_markdown(text: str, doc: str, book: Book) -> str:
+    """A markdown cell's MyST as CommonMark; glued values as ``{{key:spec}}`` (filled in by :func:`mixlib.glue.prose`)."""
+    if "{{" in text:
+        raise EditionError(f"{doc}: '{{{{' in the markdown (it marks a glued value in the Colab edition)")
+    pieces = []
+    for is_directive, piece in segments(text):
+        if is_directive:
+            pieces.append(_convert_directive(piece, doc, book))
+        else:
+            piece = "\n".join(line for line in piece.split("\n") if not TARGET.match(line))
+            pieces.append(_roles(piece, doc, book))
+    return "\n".join(pieces)
+
+
+# -- cells ---------------------------------------------------------------------------------------------------------
+
+
+def blocks(markdown: str) -> list[tuple[str, str]]:
+    """Split CommonMark into ("md" | "prose" | "heading", text) blocks at its top level (markdown-it's line map);
+    a block that shows a glued value is "prose". A ``<details>`` … ``</details>`` region is one block."""
+    from markdown_it import MarkdownIt
+
+    lines = markdown.split("\n")
+    spans: list[tuple[int, int, str]] = []
+    for tok in MarkdownIt("commonmark").enable("table").parse(markdown):
+        if tok.level == 0 and tok.map and tok.nesting in (1, 0):
+            start, end = tok.map
+            kind = "heading" if tok.type == "heading_open" else "md"
+            if spans and start < spans[-1][1]:
+                continue
+            spans.append((start, end, kind))
+    merged: list[tuple[int, int, str]] = []
+    open_details = None
+    for start, end, kind in spans:
+        text = "\n".join(lines[start:end])
+        if open_details is not None:
+            if "</details>" in text:
+                merged.append((open_details, end, "md"))
+                open_details = None
+            continue
+        if text.lstrip().startswith("<details>") and "</details>" not in text:
+            open_details = start
+            continue
+        merged.append((start, end, kind))
+    if open_details is not None:
+        raise EditionError("a <details> block that is never closed")
+    out = []
+    for start, end, kind in merged:
+        text = "\n".join(lines[start:end]).strip("\n")
+        if PLACEHOLDER.search(text):
+            if kind == "heading":
+                raise EditionError(f"a glued value in a heading: {text!r}")
+            kind = "prose"
+        out.append((kind, text))
+    return out
+
+
+def _cell_id(base: str, n: int) -> str:
+    return base if n == 0 else f"{base}-{n}"
+
+
+def _md_cell(text: str, cid: str) -> dict:
+    return {"cell_type": "markdown", "id": cid, "metadata": {}, "source": _lines(text)}
+
+
+def _code_cell(src: str, cid: str, metadata: dict) -> dict:
+    return {"cell_type": "code", "execution_count": None, "id": cid, "metadata": metadata, "outputs": [],
+            "source": _lines(src)}
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+def prose_cell(markdown: str, cid: str) -> dict:
+    """A folded cell that shows ``markdown`` with this run's values (:func:`mixlib.glue.prose`)."""
+    if '"""' in markdown or markdown.endswith("\\"):
+        raise EditionError(f'a paragraph with """ or a final backslash cannot go into prose(r"""…"""): {markdown[:80]!r}')
+    src = f'#@title {PROSE_TITLE}\nfrom mixlib.glue import prose\n\nprose(r"""\n{markdown}\n""")'
+    return _code_cell(src, cid, {"cellView": "form"})
+
+
+def _fold(cell: dict) -> dict:
+    src = "".join(cell["source"])
+    if src == INSTALL_CELL:
+        title = INSTALL_TITLE
+    else:
+        first = src.split("\n", 1)[0]
+        title = first.lstrip("# ").strip() if first.startswith("# ") else FOLD_TITLE
+    return {**cell, "metadata": {**cell["metadata"], "cellView": "form"}, "source": _lines(f"#@title {title}\n{src}")}
+
+
+def convert_notebook(nb: dict, doc: str, book: Book) -> dict:
+    """The Colab edition of one chapter (a notebook dict in, a new one out)."""
+    cells: list[dict] = []
+    glued = {re.sub(r"\\\{[^}]*\\\}", r"\\w+", re.escape(k)) for c in nb["cells"] if c["cell_type"] == "code"
+             for k in GLUED.findall("".join(c["source"]))}
+    for index, cell in enumerate(nb["cells"]):
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        cid = cell.get("id") or f"cell{index}"
+        if cell["cell_type"] == "code":
+            code = {"cell_type": "code", "execution_count": None, "id": cid, "metadata": copy.deepcopy(cell.get("metadata", {})),
+                    "outputs": [], "source": _lines(src)}
+            tags = code["metadata"].get("tags", [])
+            cells.append(_fold(code) if src == INSTALL_CELL or any(t in FOLD_TAGS for t in tags) else code)
+            continue
+        if cell["cell_type"] != "markdown":
+            cells.append(copy.deepcopy(cell))
+            continue
+        try:
+            text = convert_markdown(src, doc, book)
+        except EditionError as err:
+            raise EditionError(f"{doc}, cell {index}: {err}") from None
+        if index == next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"):
+            title, _, rest = text.partition("\n")
+            text = f"{title}\n\n{EDITION_NOTE.format(site=site_url(doc))}\n{rest}"
+        n = 0
+        run: list[str] = []
+
+        def flush_md() -> None:
+            nonlocal n
+            if run:
+                cells.append(_md_cell("\n\n".join(run), _cell_id(cid, n)))
+                n += 1
+                run.clear()
+
+        for kind, block in blocks(text):
+            if kind != "prose":
+                run.append(block)
+                continue
+            early = [k for k, _ in PLACEHOLDER.findall(block) if not any(re.fullmatch(p, k) for p in glued)]
+            if early:
+                raise EditionError(f"{doc}, cell {index}: the prose shows {early}, which no code cell glues")
+            flush_md()
+            if cells and cells[-1]["cell_type"] == "code" and cells[-1]["source"][:1] == [f"#@title {PROSE_TITLE}\n"]:
+                previous = "".join(cells[-1]["source"])
+                body = previous[previous.index('prose(r"""\n') + 11:-len('\n""")')]
+                cells[-1] = prose_cell(f"{body}\n\n{block}", cells[-1]["id"])
+            else:
+                cells.append(prose_cell(block, _cell_id(cid, n)))
+                n += 1
+        flush_md()
+    out = {k: copy.deepcopy(v) for k, v in nb.items() if k != "cells"}
+    out["cells"] = cells
+    out["metadata"] = {**out.get("metadata", {}), "colab": {"provenance": [], "toc_visible": True}}
+    return out
+
+
+# -- the whole edition ---------------------------------------------------------------------------------------------
+
+
+def _dump(nb: dict) -> str:
+    return json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
+
+
+def build(root: Path = ROOT) -> dict[Path, str]:
+    """Every chapter's Colab edition: path under ``notebooks/colab/`` → the file's text."""
+    book = read_book(root)
+    out = {}
+    for path in sorted((root / "notebooks").glob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        out[root / COLAB_EDITION_DIR / path.name] = _dump(convert_notebook(nb, f"notebooks/{path.stem}", book))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m mixlib._edition", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if notebooks/colab/ is not what the chapters give")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the book's repository (default: this one)")
+    args = ap.parse_args(argv)
+    try:
+        files = build(args.root)
+    except EditionError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    folder = args.root / COLAB_EDITION_DIR
+    stale = sorted(p for p in folder.glob("*.ipynb") if p not in files) if folder.is_dir() else []
+    differ = [p for p, text in files.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
+    if args.check:
+        for p in differ + stale:
+            print(f"{p.relative_to(args.root)} is not what `make colab` writes from the chapters", file=sys.stderr)
+        return 1 if differ or stale else 0
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in stale:
+        p.unlink()
+    for p in differ:
+        p.write_text(files[p], encoding="utf-8")
+    print(f"notebooks/colab/: {len(files)} notebooks, {len(differ)} rewritten, {len(stale)} removed")
+    return 0
+
+
+# -- the site's launch button -------------------------------------------------------------------------------------
+
+
+def launch_to_edition(app, pagename: str, templatename: str, context: dict, doctree) -> None:  # noqa: ARG001
+    """Point a chapter page's Colab launch button at the chapter's Colab edition (sphinx-book-theme builds it for
+    the source in ``notebooks/``, which Colab cannot render)."""
+    if not pagename.startswith("notebooks/"):
+        return
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []) if group.get("label") == "launch-buttons" else []:
+            if button.get("text") == "Colab":
+                button["url"] = colab_url(f"{Path(pagename).name}.ipynb")
+
+
+def setup(app) -> dict:
+    """Sphinx extension (``_config.yml``): the launch button opens the Colab edition."""
+    app.connect("html-page-context", launch_to_edition, priority=600)  # after sphinx-book-theme's buttons (501)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
