@@ -5,7 +5,7 @@ book's chapters (``notebooks/NN_*.ipynb``) are written in MyST for the site, so 
 ``notebooks/colab/NN_*.ipynb``, where
 
 * every ``{glue:text}`` value becomes this run's value: a paragraph that shows glued values becomes a folded cell
-  (``#@title 結果を読む``) that calls :func:`mixlib.glue.prose` with the paragraph, each value written
+  (``#@title 本文（この実行の数で）``) that calls :func:`mixlib.glue.prose` with the paragraph, each value written
   ``{{key:spec}}``; Run all shows the paragraph with the numbers of the student's own run (bert-base-uncased on
   Colab, not the site's packaged model);
 * roles become text and links: ``{term}`` → the glossary on the site, ``{cite}`` → author and year linked to the
@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: tags of the cells the site hides or folds: folded in the Colab edition
 FOLD_TAGS = ("remove-cell", "remove-input", "hide-input", "hide-cell")
 #: the title of a folded cell that shows a paragraph with this run's values
-PROSE_TITLE = "結果を読む（この実行の数で）"
+PROSE_TITLE = "本文（この実行の数で）"
 #: the title of the folded install cell
 INSTALL_TITLE = "準備：Colab でだけ mixlib とデータを入れる（最初に実行する）"
 #: the title of a folded cell whose first line is not a comment
@@ -53,7 +53,7 @@ FOLD_TITLE = "図を描くコード（▶ を押すと中が見える）"
 #: the note under the chapter's title ({site}: the chapter's page on the site)
 EDITION_NOTE = ("> **Colab 版**　この章の本のページ（[サイト]({site})）から生成したノートブックである。"
                 "メニューの「ランタイム」→「すべてのセルを実行」で上から順に実行すると、本文が述べる数と結論が"
-                "「結果を読む」のセルに **この実行で計算した値で** 表示される（サイトの数は、本のビルド環境のモデルのもの）。"
+                "「本文（この実行の数で）」のセルに **この実行で計算した値で** 表示される（サイトの数は、本のビルド環境のモデルのもの）。"
                 "折りたたんだセルは、▶ やタイトルを押すと中のコードが見える。")
 
 ROLE = re.compile(r"\{([a-z][\w:-]*)\}`([^`]*)`")
@@ -224,6 +224,7 @@ def _roles(text: str, doc: str, book: Book) -> str:
             in_fence = m.group("fence")
         else:
             line = re.sub(r" ?(\{cite\}`[^`]*`) ?", r"\1", line)  # the site's spaces around a citation, not Colab's
+            line = re.sub(r"演習 ?(\{ref\}`ex-)", r"\1", line)  # 演習 {ref}`ex-04-5`: the reference says 演習 itself
             line = ROLE_OR_CODE.sub(lambda r: _role(r.group(1), r.group(2), doc, book) if r.group(1) else r.group(0), line)
         out.append(line)
     return "\n".join(out)

@@ -172,6 +172,7 @@ def test_roles_become_text_and_links():
         f"[単語と位置]({colab_url('12_positional.ipynb')}) と [この先へ]({SITE_URL}book/beyond.html)")
     assert _convert("{ref}`ex-08-6`、{ref}`ex-12-1`、{ref}`sec-a`") == (
         f"演習 ex-08-6、[第 12 章]({colab_url('12_positional.ipynb')})の演習 ex-12-1、「地図」の節")
+    assert _convert("（演習 {ref}`ex-08-6` で）") == "（演習 ex-08-6 で）"  # the prose's own 演習 is not doubled
     assert _convert("値 {glue:text}`x:.2f` と {glue:text}`verdict`") == "値 {{x:.2f}} と {{verdict}}"
     assert _convert("コードの中 `{term}` と\n```python\nx = '{cite}`a`'\n```") == "コードの中 `{term}` と\n```python\nx = '{cite}`a`'\n```"
 
