@@ -49,12 +49,12 @@ PROSE_TITLE = "本文（この実行の数で）"
 #: the title of the folded install cell
 INSTALL_TITLE = "準備：Colab でだけ mixlib とデータを入れる（最初に実行する）"
 #: the title of a folded cell whose first line is not a comment
-FOLD_TITLE = "図を描くコード（▶ を押すと中が見える）"
+FOLD_TITLE = "図と表を作るコード（▶ を押すと中が見える）"
 #: the note under the chapter's title ({site}: the chapter's page on the site)
 EDITION_NOTE = ("> **Colab 版**　この章の本のページ（[サイト]({site})）から生成したノートブックである。"
-                "メニューの「ランタイム」→「すべてのセルを実行」で上から順に実行すると、本文が述べる数と結論が"
-                "「本文（この実行の数で）」のセルに **この実行で計算した値で** 表示される（サイトの数は、本のビルド環境のモデルのもの）。"
-                "折りたたんだセルは、▶ やタイトルを押すと中のコードが見える。")
+                "メニューの「ランタイム」→「すべてのセルを実行」で上から順に実行する。本文のうち数や結論を述べる段落は、"
+                "折りたたんだ「本文（この実行の数で）」のセルが **この実行で計算した値で** 表示するので、実行するまではセルのタイトルだけが見える"
+                "（サイトの数は、本のビルド環境のモデルのもの）。折りたたんだセルは、▶ やタイトルを押すと中のコードが見える。")
 
 ROLE = re.compile(r"\{([a-z][\w:-]*)\}`([^`]*)`")
 ROLE_OR_CODE = re.compile(ROLE.pattern + r"|`[^`]*`")
@@ -179,7 +179,13 @@ def _doc_link(target: str, doc: str, book: Book) -> str:
     return f"[{book.titles[name]}]({site_url(name)})"
 
 
-def _role(name: str, content: str, doc: str, book: Book) -> str:
+def _surname(who: str) -> str:
+    """The first author's name as prose writes it: "Kobayashi" of "Kobayashi et al.", "小林" of "小林悟郎ら"."""
+    first = re.split(r" et al\.| & |ら|・", who)[0]
+    return first[:2] if not first.isascii() else first
+
+
+def _role(name: str, content: str, doc: str, book: Book, before: str = "") -> str:
     if name == "glue:text":
         key, _, spec = content.partition(":")
         if "::" in content or not re.fullmatch(r"[A-Za-z_]\w*", key):
@@ -197,6 +203,10 @@ def _role(name: str, content: str, doc: str, book: Book) -> str:
         if unknown:
             raise EditionError(f"{doc}: {{cite}}`{content}`: {unknown} not in book/references.bib")
         refs = site_url("book/references")
+        if len(keys) == 1:  # 小林ら {cite}`kobayashi2021nlp`: the prose names the authors, the citation adds the year
+            who, _, year = book.cites[keys[0]].rpartition(" ")
+            if _surname(who) in before[-12:] and year.isdigit():
+                return f"（[{year}]({refs})）"
         return "（" + "；".join(f"[{book.cites[k]}]({refs})" for k in keys) + "）"
     if name == "doc":
         return _doc_link(content, doc, book)
@@ -225,7 +235,8 @@ def _roles(text: str, doc: str, book: Book) -> str:
         else:
             line = re.sub(r" ?(\{cite\}`[^`]*`) ?", r"\1", line)  # the site's spaces around a citation, not Colab's
             line = re.sub(r"演習 ?(\{ref\}`ex-)", r"\1", line)  # 演習 {ref}`ex-04-5`: the reference says 演習 itself
-            line = ROLE_OR_CODE.sub(lambda r: _role(r.group(1), r.group(2), doc, book) if r.group(1) else r.group(0), line)
+            line = ROLE_OR_CODE.sub(lambda r: _role(r.group(1), r.group(2), doc, book, r.string[:r.start()])
+                                    if r.group(1) else r.group(0), line)
         out.append(line)
     return "\n".join(out)
 
@@ -286,6 +297,35 @@ def _convert_directive(text: str, doc: str, book: Book) -> str:
     return _directive(m.group("name"), m.group("arg").strip(), options, inner, doc)
 
 
+def _wide(ch: str) -> bool:
+    import unicodedata
+
+    return unicodedata.east_asian_width(ch) in "WF"
+
+
+def join_cjk_lines(text: str) -> str:
+    """Join a paragraph's lines where both sides are Japanese: a browser shows a line break inside a paragraph as a
+    space, which Japanese text does not have (``部分語に⏎分ける`` reads ``部分語に 分ける``). Code, display math,
+    headings, tables and the start of a list item or a quotation are left as they are."""
+    out: list[str] = []
+    fence = math = False
+    for line in text.split("\n"):
+        body = line.lstrip("> ")
+        depth = line[: len(line) - len(body)].count(">")  # how deep in a quotation
+        starts_block = not body or body[0] in "-*+#|<$`:!" or re.match(r"\d+\. ", body) or body.startswith("[")
+        if (out and not fence and not math and not starts_block and _wide(body[0]) and out[-1].strip()
+                and _wide(out[-1].rstrip()[-1]) and not out[-1].lstrip("> ").startswith(("#", "|"))
+                and out[-1][: len(out[-1]) - len(out[-1].lstrip("> "))].count(">") == depth):
+            out[-1] = out[-1].rstrip() + body
+            continue
+        out.append(line)
+        if FENCE.match(body):
+            fence = not fence
+        elif body.startswith("$$") and not fence:
+            math = not math if body.strip() == "$$" or not (body.endswith("$$") and len(body.strip()) > 2) else math
+    return "\n".join(out)
+
+
 def convert_markdown(text: str, doc: str, book: Book) -> str:
     """A markdown cell's MyST as CommonMark; glued values as ``{{key:spec}}`` (filled in by :func:`mixlib.glue.prose`)."""
     if "{{" in text:
@@ -297,7 +337,7 @@ def convert_markdown(text: str, doc: str, book: Book) -> str:
         else:
             piece = "\n".join(line for line in piece.split("\n") if not TARGET.match(line))
             pieces.append(_roles(piece, doc, book))
-    return "\n".join(pieces)
+    return join_cjk_lines("\n".join(pieces))
 
 
 # -- cells ---------------------------------------------------------------------------------------------------------
@@ -341,6 +381,47 @@ def blocks(markdown: str) -> list[tuple[str, str]]:
             kind = "prose"
         out.append((kind, text))
     return out
+
+
+#: how a Japanese sentence (or a line that introduces what follows) ends
+SENTENCE_END = tuple("。．！？：:」）)")
+
+
+def _ends_sentence(block: str) -> bool:
+    text = block.rstrip()
+    return not text.startswith("$$") and (text.endswith(SENTENCE_END) or text[:1] in "|<>-*#" or text[:2].rstrip(".").isdigit())
+
+
+def group(blocks: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Join a markdown cell's blocks into cells: a run of blocks without values stays Markdown, a block with values
+    (and the blocks next to it that share its sentence: ``…ベクトルは`` / ``$$…$$`` / ``である。{{x}}…``) goes into one
+    prose cell; headings always stay Markdown (Colab's table of contents)."""
+    out: list[list] = []  # [kind, [blocks]]
+    for kind, block in blocks:
+        if kind == "prose":
+            pulled: list[str] = []
+            if out and out[-1][0] == "md":
+                run = out[-1][1]
+                # a sentence that runs into this block: a paragraph that does not end, maybe with display math after it
+                k = len(run)
+                if k and run[-1].startswith("$$") and k > 1 and not _ends_sentence(run[-2]) and not run[-2].startswith("#"):
+                    k -= 2
+                elif k and not _ends_sentence(run[-1]) and not run[-1].startswith("#") and not run[-1].startswith("$$"):
+                    k -= 1
+                pulled, run[k:] = run[k:], []
+                if not run:
+                    out.pop()
+            if out and out[-1][0] == "prose":
+                out[-1][1].extend([*pulled, block])
+            else:
+                out.append(["prose", [*pulled, block]])
+        elif out and out[-1][0] == "prose" and kind != "heading" and not _ends_sentence(out[-1][1][-1]):
+            out[-1][1].append(block)  # the prose's sentence goes on into this block
+        elif out and out[-1][0] == "md":
+            out[-1][1].append(block)
+        else:
+            out.append(["md", [block]])
+    return [(kind, "\n\n".join(parts)) for kind, parts in out]
 
 
 def _cell_id(base: str, n: int) -> str:
@@ -402,32 +483,12 @@ def convert_notebook(nb: dict, doc: str, book: Book) -> dict:
         if index == next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"):
             title, _, rest = text.partition("\n")
             text = f"{title}\n\n{EDITION_NOTE.format(site=site_url(doc))}\n{rest}"
-        n = 0
-        run: list[str] = []
-
-        def flush_md() -> None:
-            nonlocal n
-            if run:
-                cells.append(_md_cell("\n\n".join(run), _cell_id(cid, n)))
-                n += 1
-                run.clear()
-
-        for kind, block in blocks(text):
-            if kind != "prose":
-                run.append(block)
-                continue
-            early = [k for k, _ in PLACEHOLDER.findall(block) if not any(re.fullmatch(p, k) for p in glued)]
-            if early:
-                raise EditionError(f"{doc}, cell {index}: the prose shows {early}, which no code cell glues")
-            flush_md()
-            if cells and cells[-1]["cell_type"] == "code" and cells[-1]["source"][:1] == [f"#@title {PROSE_TITLE}\n"]:
-                previous = "".join(cells[-1]["source"])
-                body = previous[previous.index('prose(r"""\n') + 11:-len('\n""")')]
-                cells[-1] = prose_cell(f"{body}\n\n{block}", cells[-1]["id"])
-            else:
-                cells.append(prose_cell(block, _cell_id(cid, n)))
-                n += 1
-        flush_md()
+        for n, (kind, block) in enumerate(group(blocks(text))):
+            if kind == "prose":
+                early = [k for k, _ in PLACEHOLDER.findall(block) if not any(re.fullmatch(p, k) for p in glued)]
+                if early:
+                    raise EditionError(f"{doc}, cell {index}: the prose shows {early}, which no code cell glues")
+            cells.append(prose_cell(block, _cell_id(cid, n)) if kind == "prose" else _md_cell(block, _cell_id(cid, n)))
     out = {k: copy.deepcopy(v) for k, v in nb.items() if k != "cells"}
     out["cells"] = cells
     out["metadata"] = {**out.get("metadata", {}), "colab": {"provenance": [], "toc_visible": True}}

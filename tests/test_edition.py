@@ -235,3 +235,35 @@ def test_glossary_ids_are_the_sites(tmp_path):
             for node_id, term in re.findall(r'<dt id="(term-[^"]+)">(.*?)<a class="headerlink"', html, re.S)}
     ours = edition.glossary_ids(text)
     assert len(ours) > 50 and ours == site
+
+
+def test_a_citation_after_the_authors_names_only_the_year():
+    refs = f"{SITE_URL}book/references.html"
+    book = edition.Book(titles={}, terms={}, cites={"kobayashi2021nlp": "小林悟郎ら 2021", "devlin2019bert": "Devlin et al. 2019"})
+    convert = lambda text: edition.convert_markdown(text, "notebooks/08_bert", book)  # noqa: E731
+    assert convert("小林ら {cite}`kobayashi2021nlp` に倣う") == f"小林ら（[2021]({refs})）に倣う"
+    assert convert("Devlin ら {cite}`devlin2019bert` は") == f"Devlin ら（[2019]({refs})）は"
+    assert convert("BERT {cite}`devlin2019bert` は") == f"BERT（[Devlin et al. 2019]({refs})）は"
+
+
+def test_japanese_lines_of_a_paragraph_are_joined():
+    """A line break inside a Japanese paragraph shows as a space; code, math, lists, tables and headings keep theirs."""
+    join = edition.join_cjk_lines
+    assert join("部分語に\n分ける。") == "部分語に分ける。"
+    assert join("- 一つめの項目は\n  続く。\n- 二つめ") == "- 一つめの項目は続く。\n- 二つめ"
+    assert join("> 引用の\n> 続き") == "> 引用の続き"
+    kept = ["英語の\nword で", "語の\n`code` で", "式は\n$$\nx\n$$\nである", "## 見出し\n本文", "| 表 |\n| 表 |",
+            "```python\n# 日本\n# 語\n```", "一行\n\n段落", "語の\n- 項目", "> 引用\n本文"]
+    for text in kept:
+        assert join(text) == text, text
+
+
+def test_a_sentence_that_runs_into_a_value_goes_with_it():
+    """「…ベクトルは」 / display math / 「である。{{x}}…」 is one sentence: one prose cell, not cut by a cell's title."""
+    blocks = [("heading", "### 入力"), ("md", "位置のベクトルは"), ("md", "$$\nh\n$$"), ("prose", "である。値は {{x}}。"),
+              ("md", "独立した段落。"), ("prose", "値 {{y}} は"), ("md", "$$\nz\n$$"), ("md", "となる。"), ("md", "次の段落。")]
+    assert edition.group(blocks) == [
+        ("md", "### 入力"), ("prose", "位置のベクトルは\n\n$$\nh\n$$\n\nである。値は {{x}}。"), ("md", "独立した段落。"),
+        ("prose", "値 {{y}} は\n\n$$\nz\n$$\n\nとなる。"), ("md", "次の段落。")]
+    assert edition.group([("md", "前の段落。"), ("md", "$$\nq\n$$"), ("prose", "ここで {{x}}。")]) == [
+        ("md", "前の段落。\n\n$$\nq\n$$"), ("prose", "ここで {{x}}。")]
