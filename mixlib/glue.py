@@ -136,7 +136,10 @@ def render(template: str, values: dict[str, str] | None = None) -> tuple[str, di
         if key not in values:
             missing.append(key)
             return MISSING.format(key=key)
-        text = format_value(values[key], spec)
+        try:
+            text = format_value(values[key], spec)
+        except (ValueError, TypeError):  # a value this run gave in another type (a sentence for a number): shown as is
+            text = format_value(values[key], None)
         shown[key if spec is None else f"{key}:{spec}"] = text
         return text
 

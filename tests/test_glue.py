@@ -83,6 +83,8 @@ def test_glue_keeps_every_value_for_prose(monkeypatch):
     text, shown, missing = mixlib.glue.render("文は {{n}} 個、割合 {{share:.0%}}（{{count}}）で、区間は 1/2 を{{verdict}}。$x_{i}$ と {{later:.2f}}")
     assert text == f"文は 12 個、割合 25%（12,345）で、区間は 1/2 を含む。$x_{{i}}$ と {mixlib.glue.MISSING.format(key='later')}"
     assert shown == {"n": "12", "share:.0%": "25%", "count": "12,345", "verdict": "含む"} and missing == ["later"]
+    # a value of another type than its spec expects (a sentence where the site formats a number) stops nothing
+    assert mixlib.glue.render("{{verdict:.2f}}")[0] == "含む"
 
 
 class _Handle:
