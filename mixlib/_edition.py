@@ -17,8 +17,8 @@ book's chapters (``notebooks/NN_*.ipynb``) are written in MyST for the site, so 
   so the notebook opens on the chapter's title; a note under the title says what the edition is.
 
 Code cells are the chapter's own, unchanged but for the ``#@title`` line. The site's launch button and the
-README's badges open this edition (:func:`mixlib._repo.colab_url`); ``tests/test_edition.py`` regenerates it and
-compares, and runs it. Nothing here is needed on Colab itself.
+README's badges open this edition (:func:`mixlib._repo.colab_url`). ``tests/test_edition.py`` regenerates it and
+compares; ``tests/test_notebooks.py`` runs it. Nothing here is needed on Colab itself.
 
 Usage::
 
@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ._repo import COLAB_EDITION_DIR, INSTALL_CELL, SITE_URL, colab_url
+from .glue import PLACEHOLDER
 
 __all__ = ["Book", "EditionError", "read_book", "convert_markdown", "convert_notebook", "build", "main",
-           "PROSE_TITLE", "FOLD_TAGS"]
+           "prose_cell", "prose_template", "PROSE_TITLE", "FOLD_TAGS"]
 
 ROOT = Path(__file__).resolve().parent.parent
 #: tags of the cells the site hides or folds: folded in the Colab edition
@@ -65,7 +66,6 @@ FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})")
 #: a string in code that can be a glue key: a literal, or an f-string whose {…} parts stand for any word characters
 #: (a key glued in a loop over names is named somewhere; tests/test_edition.py runs the edition and finds any gap)
 GLUED = re.compile(r"""f?["']([A-Za-z_{][\w{}]*)["']""")
-PLACEHOLDER = re.compile(r"\{\{([A-Za-z_]\w*)(?::([^{}]*))?\}\}")
 
 
 class EditionError(ValueError):
@@ -445,8 +445,19 @@ def prose_cell(markdown: str, cid: str) -> dict:
     """A folded cell that shows ``markdown`` with this run's values (:func:`mixlib.glue.prose`)."""
     if '"""' in markdown or markdown.endswith("\\"):
         raise EditionError(f'a paragraph with """ or a final backslash cannot go into prose(r"""…"""): {markdown[:80]!r}')
-    src = f'#@title {PROSE_TITLE}\nfrom mixlib.glue import prose\n\nprose(r"""\n{markdown}\n""")'
+    src = f'{_PROSE_HEAD}{markdown}{_PROSE_TAIL}'
     return _code_cell(src, cid, {"cellView": "form"})
+
+
+_PROSE_HEAD = f'#@title {PROSE_TITLE}\nfrom mixlib.glue import prose\n\nprose(r"""\n'
+_PROSE_TAIL = '\n""")'
+
+
+def prose_template(source: str) -> str | None:
+    """The paragraph a prose cell's source shows (its ``{{key:spec}}`` left in), or ``None`` for any other cell."""
+    if not (source.startswith(_PROSE_HEAD) and source.endswith(_PROSE_TAIL)):
+        return None
+    return source[len(_PROSE_HEAD):-len(_PROSE_TAIL)]
 
 
 def _fold(cell: dict) -> dict:

@@ -79,6 +79,13 @@ def test_check_command_names_a_stale_file(tmp_path):
     assert out.returncode == 1 and "notebooks/colab/08_bert.ipynb" in out.stderr, out.stderr
     assert subprocess.run(run, capture_output=True).returncode == 0
     assert subprocess.run([*run, "--check"], capture_output=True).returncode == 0
+    # a chapter the edition cannot express: one line naming the chapter and the cell, exit 2, nothing written
+    chapter = tmp_path / "notebooks" / "08_bert.ipynb"
+    chapter.write_text(chapter.read_text(encoding="utf-8").replace("{term}`エンコーダ`", "{term}`無い語`", 1), encoding="utf-8")
+    before = stale.read_text(encoding="utf-8")
+    out = subprocess.run(run, capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.startswith("error: notebooks/08_bert, cell ") and "無い語" in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and stale.read_text(encoding="utf-8") == before
 
 
 def test_sources_hold_the_myst_the_edition_removes():
@@ -94,8 +101,8 @@ def test_no_raw_myst(path):
     left = {}
     for i, cell in enumerate(nb["cells"]):
         text = _src(cell)
-        if cell["cell_type"] == "code" and text.startswith(f"#@title {edition.PROSE_TITLE}"):
-            text = edition.PLACEHOLDER.sub("1.0", text[text.index('prose(r"""') + 10:])
+        if cell["cell_type"] == "code" and edition.prose_template(text) is not None:
+            text = edition.PLACEHOLDER.sub("1.0", edition.prose_template(text))
         elif cell["cell_type"] != "markdown":
             continue
         if myst_left(text):
@@ -123,11 +130,11 @@ def test_solutions_folded_and_code_cells_kept(path):
             elif tok.type == "fence" and depth == 0 and re.search(r"^ans_\w+ = (?!None)", tok.content, re.M):
                 unfolded.append(tok.content[:60])
     prose_details = sum(_src(c).count("<details>") for c in nb["cells"] if c["cell_type"] == "code"
-                        and _src(c).startswith(f"#@title {edition.PROSE_TITLE}"))
+                        and edition.prose_template(_src(c)) is not None)
     assert details + prose_details == n_solutions, (details, prose_details, n_solutions)
     assert not unfolded, f"{path.name}: answer code in plain view: {unfolded}"
 
-    kept = [c for c in nb["cells"] if c["cell_type"] == "code" and not _src(c).startswith(f"#@title {edition.PROSE_TITLE}")]
+    kept = [c for c in nb["cells"] if c["cell_type"] == "code" and edition.prose_template(_src(c)) is None]
     originals = [c for c in source["cells"] if c["cell_type"] == "code"]
     assert len(kept) == len(originals)
     for new, old in zip(kept, originals):
@@ -214,6 +221,7 @@ def test_paragraphs_with_values_become_prose_cells():
     md, prose, tail = (_src(c) for c in out["cells"][1:])
     assert md.startswith("# 題\n\n> **Colab 版**") and md.endswith("序文。\n\n## 結果")
     assert prose == f'#@title {edition.PROSE_TITLE}\nfrom mixlib.glue import prose\n\nprose(r"""\n数は {{{{n}}}} 個。\n\n正解率 {{{{acc_past:.2f}}}}。\n""")'
+    assert edition.prose_template(prose) == "数は {{n}} 個。\n\n正解率 {{acc_past:.2f}}。" and edition.prose_template(tail) is None
     assert tail == "値のない段落。"
     nb["cells"][1]["source"] = "値 {glue:text}`never`。"
     with pytest.raises(edition.EditionError, match=r"\['never'\], which no code cell glues"):

@@ -214,7 +214,7 @@ def test_notebook_runs_in_fast_mode(path, monkeypatch, tmp_path):
 
 def _check_findings(path: Path, nb: nbformat.NotebookNode) -> None:
     """Every value the chapter's prose states appears in its Colab edition's run, as the site would state it."""
-    from mixlib._edition import PROSE_TITLE
+    from mixlib._edition import prose_template
     from mixlib.glue import MISSING, PLACEHOLDER
 
     try:
@@ -232,9 +232,9 @@ def _check_findings(path: Path, nb: nbformat.NotebookNode) -> None:
         c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")))
     shown_keys, problems = set(), []
     for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or not cell.source.startswith(f"#@title {PROSE_TITLE}"):
+        template = prose_template(cell.source) if cell.cell_type == "code" else None
+        if template is None:
             continue
-        template = cell.source[cell.source.index('prose(r"""\n') + 11:-len('\n""")')]
         shown_keys.update(m.group(1) for m in PLACEHOLDER.finditer(template))
         said = [o for o in cell.get("outputs", []) if "text/markdown" in o.get("data", {})]
         if len(said) != 1 or said[0]["metadata"]["mixbook"]["missing"]:
