@@ -23,7 +23,13 @@ A careful tool:
 * outputs appear whole or not at all: a run writes into a hidden temporary
   folder next to ``--out`` and moves it into place at the end; a failure or
   an interruption leaves nothing behind. ``--out`` must be a new or empty
-  folder, or the output of an earlier run (which is then replaced as a whole).
+  folder, or the output of an earlier run, replaced only when it holds
+  nothing but the files that run wrote (its run.json lists them); a
+  symbolic link is followed, and the run writes at its target;
+* one writer per output: the lock of ``--out`` (:mod:`mixlib.outlock`, a file
+  beside the folder) is held from before the model loads until the files
+  are in place; ``stream-mixing`` holds it shared, so that its shards run
+  side by side while a replacing command is refused.
 
 ``stream-mixing`` is the exception to the last rule, on purpose: it is meant
 for corpora too large for one run, so it writes one Parquet file per chunk of
@@ -44,6 +50,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
@@ -78,8 +85,8 @@ Default: $MIXLIB_MODEL, else bert-base-uncased; offline, the packaged model is u
 instead (one line says so) unless --no-fallback is given.
 Supported families: post-LayerNorm BERT-family encoders (bert, roberta, electra).
 
---out: a new or empty folder, or the folder of an earlier run (replaced as a whole).
-Files appear only when the command succeeds; nothing is left behind otherwise.
+--out: a new or empty folder, or the folder of an earlier run (replaced when it holds only
+that run's files). Files appear only when the command succeeds; nothing is left behind otherwise.
 stream-mixing instead adds chunk files to --out one by one and resumes there
 (Ctrl-C keeps the finished chunks); merge reads them (--chunks) without a model.
 Exit status: 0 done, 2 bad input (one line on stderr), 130 interrupted (Ctrl-C), 143 terminated.
@@ -134,13 +141,34 @@ def read_texts(path: str | Path, *, header: bool | None = None) -> list[str | tu
 # ---------------------------------------------------------------------------
 
 
-def _is_mixlib_output(folder: Path) -> bool:
-    """True when ``folder`` was written by an earlier run (its run.json names a command)."""
+def _run_record(folder: Path) -> dict[str, Any] | None:
+    """The run.json of an earlier run's output folder (it names a command); None for any other folder."""
     try:
         run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    return isinstance(run, dict) and run.get("command") in COMMANDS
+        return None
+    return run if isinstance(run, dict) and run.get("command") in COMMANDS else None
+
+
+def _is_mixlib_output(folder: Path) -> bool:
+    """True when ``folder`` was written by an earlier run (its run.json names a command)."""
+    return _run_record(folder) is not None
+
+
+def _not_its_own(out: Path) -> list[str]:
+    """What ``out`` (an earlier run's output) holds besides the files that run wrote: what a replace would delete.
+
+    The files are those its run.json lists (``files``); an output from before that list was kept may hold
+    plain files only. Subfolders (a stream-mixing folder put inside it), links and anything else count.
+    """
+    run = _run_record(out) or {}
+    own = set(run["files"]) if isinstance(run.get("files"), list) else None
+    extra = []
+    with os.scandir(out) as entries:
+        for e in entries:
+            if not e.is_file(follow_symlinks=False) or (own is not None and e.name not in own and e.name != "run.json"):
+                extra.append(e.name + ("/" if e.is_dir(follow_symlinks=False) else ""))
+    return sorted(extra)
 
 
 def _remove_stale_staging(out: Path, parent: Path) -> None:
@@ -151,11 +179,56 @@ def _remove_stale_staging(out: Path, parent: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
+def _shown(path: Path | str) -> str:
+    """A path for a message, whatever bytes its name holds."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _check_utf8(value: str, what: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        _bad(f"{what} {_shown(value)}: the name is not valid UTF-8, and run.json (UTF-8) records it; rename it.")
+
+
+def real_out(value: str, opt: str = "--out") -> Path:
+    """``--out`` as the real, absolute path it points at (symbolic links followed: the run writes at the target).
+
+    A link that loops, or a name that is not UTF-8, is refused in one line (:class:`UsageError`).
+    """
+    if not value or not value.strip():
+        _bad(f"{opt} is empty; give the folder to write into, e.g. {opt} results/mixing.")
+    given = Path(os.path.normpath(Path(value).expanduser()))  # "a/b/.." -> "a": the folder's own name is needed
+    _check_utf8(str(given), opt)
+    out = _resolved(given, opt)  # Python 3.13 leaves a looping link unresolved instead of raising: both caught
+    _check_utf8(str(out), f"{opt} {_shown(given)} is")
+    if out == out.parent:
+        _bad(f"{opt} {_shown(given)} is the root folder; give a folder of its own, e.g. {opt} results/mixing.")
+    if len(os.fsencode(out.name)) > 200:
+        _bad(f"{opt}: the folder's name is {len(os.fsencode(out.name))} bytes long; give a shorter one (at most 200).")
+    for above in out.parents:  # a later run of the outer folder's command would delete this one
+        if (above / STREAM_META).is_file() or _is_mixlib_output(above):
+            _bad(f"{opt} {_shown(given)} lies inside {_shown(above)}, the output of an earlier python -m mixlib run, "
+                 "which a run into that folder replaces; give a folder outside it.")
+    return out
+
+
+def _resolved(path: Path, opt: str) -> Path:
+    """``path`` with its links followed; a link that loops is bad input, in one line."""
+    try:
+        real = path.resolve()
+        looping = real.is_symlink()
+    except (RuntimeError, OSError) as err:
+        _bad(f"{opt} {_shown(path)}: a symbolic link on the way loops or cannot be followed ({_one_line(err)}); "
+             "fix or remove the link.")
+    if looping:
+        _bad(f"{opt} {_shown(path)}: the symbolic link {_shown(real)} loops; fix or remove the link.")
+    return real
+
+
 def _check_can_create(out: Path) -> None:
     """``--out`` can be made: its nearest existing ancestor is a folder this user may write into (checked
     before the model loads, so that a run never computes for nothing)."""
-    if out.exists():
-        return
     above = out.parent
     while not above.exists() and above != above.parent:
         above = above.parent
@@ -166,59 +239,72 @@ def _check_can_create(out: Path) -> None:
 
 
 def check_out(value: str) -> Path:
-    """Validate ``--out``: a new or empty folder, or an earlier run's output; raises :class:`UsageError`."""
-    if not value or not value.strip():
-        _bad("--out is empty; give the folder to write into, e.g. --out results/mixing.")
-    out = Path(os.path.normpath(Path(value).expanduser()))  # "a/b/.." -> "a": the folder's own name is needed
+    """Validate ``--out``: a new or empty folder, or an earlier run's output; raises :class:`UsageError`.
+
+    Returns the real path the run writes at (:func:`real_out`).
+    """
+    out = real_out(value)
     if out.exists() and not out.is_dir():
         _bad(f"--out {out} is a file, not a folder; give a new or empty folder.")
     if (out / STREAM_META).exists():
         _bad(f"--out {out} holds the chunk files of stream-mixing, which this run would replace; give another folder.")
-    if out.is_dir() and any(out.iterdir()) and not _is_mixlib_output(out):
-        _bad(f"--out {out} already holds files that python -m mixlib did not write; give a new or empty folder "
-             "(an earlier run's output folder is replaced as a whole).")
-    if out.resolve() == Path.cwd().resolve() or out.resolve() in Path.cwd().resolve().parents:
+    if out.is_dir() and any(out.iterdir()):
+        if not _is_mixlib_output(out):
+            _bad(f"--out {out} already holds files that python -m mixlib did not write; give a new or empty folder "
+                 "(an earlier run's output folder is replaced when it holds only that run's files).")
+        extra = _not_its_own(out)
+        if extra:
+            _bad(f"--out {out} holds {', '.join(extra[:3])}{' ...' if len(extra) > 3 else ''}, which the earlier run "
+                 "there did not write and a replace would delete; move it out, or give another --out.")
+    cwd = Path.cwd().resolve()
+    if out == cwd or out in cwd.parents:
         _bad(f"--out {out} is the working folder or one of its parents; give a folder of its own, e.g. --out results/mixing.")
     _check_can_create(out)
     return out
 
 
 class _OneWriter:
-    """A lock on ``--out`` held from before the model loads until the output is in place: a second run into
-    the same folder is refused in one line.
+    """The lock of ``--out`` (:class:`mixlib.outlock.OutLock`, a file beside it), held from before the model loads
+    until the output is in place: a second writer of the same folder is refused in one line.
 
-    The lock file is named by the folder's absolute path (so ``a/x`` and ``b/x`` never share one, and a folder
-    whose parents appear meanwhile keeps its lock) and lives in mixlib's cache folder (``locks/``), not next
-    to ``--out``; it is left there (0 bytes), since removing a lock file another run may be opening is a race.
+    --out's missing parent folders are made here (the lock lives in the parent); :meth:`release` removes
+    those it made when the run wrote nothing (``keep_parents=False``).
     """
 
-    def __init__(self, out: Path) -> None:
-        import hashlib
+    def __init__(self, out: Path, *, shared: bool = False) -> None:
+        from .outlock import Busy, OutLock
 
-        from filelock import FileLock, Timeout
+        self.made: list[Path] = []
+        above = out.parent
+        while not above.exists():
+            self.made.append(above)
+            above = above.parent
+        try:
+            for folder in reversed(self.made):
+                folder.mkdir()
+            self.lock = OutLock(out, shared=shared)
+        except Busy:
+            self._unmake()
+            _bad(f"--out {out}: another python -m mixlib run is writing into it now; wait for it to finish, "
+                 "or give another --out.")
+        except OSError as err:
+            self._unmake()
+            _bad(f"--out {out} cannot be made there ({_one_line(err)}); give another folder.")
 
-        from .cache import cache_dir
-
-        key = hashlib.sha256(os.fsencode(out.expanduser().resolve())).hexdigest()[:32]
-        self.lock = None
-        for folder in (cache_dir() / "locks", Path(tempfile.gettempdir()) / f"mixlib-locks-{os.getuid()}"):
+    def _unmake(self) -> None:
+        for folder in self.made:  # deepest first, only while empty
             try:
-                folder.mkdir(parents=True, exist_ok=True)
-                lock = FileLock(folder / f"out-{key}.lock", timeout=0)
-                lock.acquire()
-            except Timeout:
-                _bad(f"--out {out}: another python -m mixlib run is writing into it now; wait for it to finish, "
-                     "or give another --out.")
+                folder.rmdir()
             except OSError:
-                continue
-            self.lock = lock
-            return
-        print(f"warning: no folder for the lock on --out {out} could be written (set MIXLIB_CACHE to a writable "
-              "folder); a second run into it at the same time would not be stopped.", file=sys.stderr)
+                break
+        self.made = []
 
-    def release(self) -> None:
-        if self.lock is not None:
-            self.lock.release()
+    def release(self, *, keep_parents: bool = True) -> None:
+        lock, self.lock = getattr(self, "lock", None), None
+        if lock is not None:
+            lock.release()
+        if not keep_parents:
+            self._unmake()
 
 
 class _Out:
@@ -265,12 +351,25 @@ class _Out:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
+    def _record_files(self) -> None:
+        """List the run's files in its run.json: a later run replaces exactly these, never anything else."""
+        run_json = self.dir / "run.json"
+        if run_json.is_file():
+            run = json.loads(run_json.read_text(encoding="utf-8"))
+            run["files"] = sorted(set(self.names))
+            run_json.write_text(json.dumps(run, ensure_ascii=False, indent=2), encoding="utf-8")
+
     def _move_into_place(self) -> None:
         out = self.out
+        self._record_files()
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.is_dir() and any(out.iterdir()):
             if not _is_mixlib_output(out):  # something appeared there while we computed
                 _bad(f"--out {out} now holds files that python -m mixlib did not write; nothing was written.")
+            extra = _not_its_own(out)
+            if extra:
+                _bad(f"--out {out} now holds {', '.join(extra[:3])}, which the earlier run there did not write; "
+                     "nothing was written (move it out, or give another --out).")
             old = Path(tempfile.mkdtemp(prefix=f".{out.name}{_TMP_TAG}{os.getpid()}-old-", dir=out.parent))
             os.replace(out, old / "previous")
             try:
@@ -333,15 +432,22 @@ def _check_device(value: str) -> None:
 
 
 def check_stream_out(value: str) -> Path:
-    """Validate ``--out`` of stream-mixing: a new or empty folder, or one that already holds its chunk files (resume)."""
-    if not value or not value.strip():
-        _bad("--out is empty; give the folder for the chunk files, e.g. --out results/chunks.")
-    out = Path(os.path.normpath(Path(value).expanduser()))
+    """Validate ``--out`` of stream-mixing: a new or empty folder, or one that already holds its chunk files (resume).
+
+    Returns the real path (:func:`real_out`). What a killed run leaves (its lock and temporary files, the Ray
+    engine's staged texts) does not make a folder foreign: the next run removes it.
+    """
+    from .stream import is_leftover
+
+    out = real_out(value)
     if out.exists() and not out.is_dir():
         _bad(f"--out {out} is a file, not a folder; give a new or empty folder, or an earlier stream-mixing folder.")
-    if out.is_dir() and any(not f.name.startswith(".writer-shard-") for f in out.iterdir()) and not (out / STREAM_META).exists():
+    if out.is_dir() and not (out / STREAM_META).exists() and any(not is_leftover(f.name) for f in out.iterdir()):
         _bad(f"--out {out} holds files but no {STREAM_META}, so it is not a stream-mixing folder; "
              "give a new or empty folder (or the folder of an earlier stream-mixing run to resume it).")
+    cwd = Path.cwd().resolve()
+    if out == cwd or out in cwd.parents:
+        _bad(f"--out {out} is the working folder or one of its parents; give a folder of its own, e.g. --out results/chunks.")
     _check_can_create(out)
     return out
 
@@ -396,6 +502,7 @@ def _check_stream_args(args: argparse.Namespace) -> None:
 
 def _check_merge_args(args: argparse.Namespace) -> None:
     chunks = Path(args.chunks).expanduser()
+    _resolved(chunks, "--chunks")
     if not chunks.is_dir():
         _bad(f"--chunks {chunks}: no such folder (give the --out folder of stream-mixing).")
     if not (chunks / STREAM_META).exists():
@@ -403,12 +510,15 @@ def _check_merge_args(args: argparse.Namespace) -> None:
     if not any(chunks.glob("chunk-*.parquet")):
         _bad(f"--chunks {chunks} holds no chunk-*.parquet files yet; run stream-mixing first.")
     args.out = check_out(args.out)
-    if chunks.resolve().is_relative_to(args.out.resolve()):
+    if chunks.resolve().is_relative_to(args.out):
         _bad(f"--chunks {chunks} lies inside --out {args.out}, which this run replaces; give another --out.")
 
 
 def check_args(args: argparse.Namespace) -> None:
     """Every check that needs no model; raises :class:`UsageError`. Runs before anything is loaded."""
+    for key, value in vars(args).items():  # run.json (UTF-8) records every option: a name it cannot hold fails now
+        if isinstance(value, str):
+            _check_utf8(value, f"--{key.replace('_', '-')}")
     if getattr(args, "model", None) is not None and not args.model.strip():
         _bad("--model is empty; give a hub id such as bert-base-uncased, a local folder, or all-MiniLM-L6-v2.")
     if args.command == "merge":
@@ -421,11 +531,12 @@ def check_args(args: argparse.Namespace) -> None:
     args.out = check_out(args.out)
     if args.command in ("mixing", "maps"):
         texts = Path(args.texts).expanduser()
-        if texts.resolve().is_relative_to(args.out.resolve()):
+        if _resolved(texts, "--texts").is_relative_to(args.out):
             _bad(f"--texts {texts} lies inside --out {args.out}, which this run replaces; move it elsewhere.")
         from .texts import iter_texts
 
         numbered = list(iter_texts(texts, header=args.header))
+        numbered = numbered if args.limit is None else numbered[: args.limit]  # --limit: mixing and maps alike
         args.texts_list, args.texts_lines = [t for _, t in numbered], [n for n, _ in numbered]
     if args.command == "mixing":
         if args.ci is None and (args.n_boot is not None or args.boot_seed is not None):
@@ -433,8 +544,6 @@ def check_args(args: argparse.Namespace) -> None:
         if args.ci is not None:
             args.n_boot = 1000 if args.n_boot is None else args.n_boot
             args.boot_seed = 0 if args.boot_seed is None else args.boot_seed
-        if args.limit is not None:
-            args.texts_list, args.texts_lines = args.texts_list[: args.limit], args.texts_lines[: args.limit]
     if args.command == "clusters":
         if args.upper_k > args.k:
             _bad(f"--upper-k {args.upper_k} is larger than --k {args.k}: the {args.k} centroids cannot form more "
@@ -825,7 +934,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "chunks already there are skipped); each chunk file appears whole or not at all")
         else:
             p.add_argument("--out", required=True,
-                           help="output folder: new, empty, or an earlier run's output (replaced as a whole); files appear only on success")
+                           help="output folder: new, empty, or an earlier run's output (replaced when it holds only that run's files); files appear only on success")
         if name == "merge":
             p.add_argument("--chunks", required=True, help="the --out folder of stream-mixing (all shards written into it)")
             p.add_argument("--allow-partial", action="store_true",
@@ -921,12 +1030,54 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise _Terminated
 
 
+def _causes(err: BaseException) -> list[BaseException]:
+    """``err`` and the exceptions it was raised from or while handling."""
+    chain: list[BaseException] = []
+    while err is not None and all(err is not e for e in chain):
+        chain.append(err)
+        err = err.__cause__ or err.__context__
+    return chain
+
+
+def _stopped(stop: KeyboardInterrupt, args: argparse.Namespace, prog: str) -> int:
+    """Ctrl-C or SIGTERM: one line, exit 130 or 143 (later signals are ignored while the run cleans up)."""
+    _hold_signals()  # a second Ctrl-C while cleaning up must not turn into a traceback
+    kept = ("finished chunk files are kept; run the same command again to resume" if args.command == "stream-mixing"
+            else "nothing was written")
+    print(f"\n{prog}: {'terminated' if isinstance(stop, _Terminated) else 'interrupted'}; {kept} ({args.out}).",
+          file=sys.stderr)
+    return 143 if isinstance(stop, _Terminated) else 130
+
+
+def _hold_signals() -> None:
+    """Ignore Ctrl-C and SIGTERM from now on (the run is already stopping; :func:`main` restores them)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError):  # not the main thread
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit status (0 done, 2 bad input, 130 interrupted, 143 terminated).
 
     Exceptions other than bad input (``ValueError``, ``OSError``) propagate:
-    they are bugs and show their traceback.
+    they are bugs and show their traceback. Ctrl-C pressed again while a run
+    stops is ignored (the run is already cleaning up); one line says so.
     """
+    try:
+        sigint = signal.getsignal(signal.SIGINT)
+    except ValueError:
+        sigint = None
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # a Ctrl-C in the instant before the first one's clean-up held the signals
+        print("\npython -m mixlib: interrupted; nothing was written.", file=sys.stderr)
+        return 130
+    finally:
+        if sigint is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, sigint)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -941,6 +1092,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.showwarning = one_line
     out: _Out | None = None
     writer: _OneWriter | None = None
+    done = False
     previous = None
     try:
         previous = signal.signal(signal.SIGTERM, _raise_terminated)  # a terminated run cleans up like Ctrl-C
@@ -948,12 +1100,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous = None
     try:
         check_args(args)
+        writer = _OneWriter(args.out, shared=args.command == "stream-mixing")
         if args.command == "stream-mixing":  # resumable: chunk files go straight into --out, one by one
             enc = _encoder(args)
             check_args_for_model(args, enc)
             args.func(args, enc)
+            done = True
             return 0
-        writer = _OneWriter(args.out)
         out = _Out(args.out)
         enc = None if args.command == "merge" else _encoder(args)
         if enc is not None:
@@ -961,22 +1114,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         args.func(args, enc, out)
         out.commit()
+        done = True
         out.report(t0)
         return 0
     except KeyboardInterrupt as stop:
-        kept = ("finished chunk files are kept; run the same command again to resume" if args.command == "stream-mixing"
-                else "nothing was written")
-        print(f"\n{prog}: {'terminated' if isinstance(stop, _Terminated) else 'interrupted'}; "
-              f"{kept} ({args.out}).", file=sys.stderr)
-        return 143 if isinstance(stop, _Terminated) else 130
+        return _stopped(stop, args, prog)
     except (ValueError, OSError, MissingExtra) as err:
         print(f"{prog}: error: {_one_line(err)}", file=sys.stderr)
         return 2
+    except Exception as err:
+        stop = next((e for e in _causes(err) if isinstance(e, KeyboardInterrupt)), None)
+        if stop is None:
+            raise
+        return _stopped(stop, args, prog)  # e.g. Ctrl-C during an import: ImportError "initialization failed"
     finally:
         if out is not None:
             out.discard()
         if writer is not None:
-            writer.release()
+            writer.release(keep_parents=done or args.command == "stream-mixing")
         warnings.showwarning = shown
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -32,10 +32,12 @@ norms of :class:`mixlib.Mixing`). Memory stays that of one chunk.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -115,14 +117,38 @@ def _tmp_owner(host: str | None = None, pid: int | None = None) -> str:
     return f"{host}~{os.getpid() if pid is None else pid}"
 
 
-def _remove_dead_writers_files(out: Path) -> None:
-    """Remove temporary chunk files of writers on this machine whose process is gone (never a live writer's)."""
+def _dead(owner: str) -> bool:
+    """Whether ``<host>~<pid>`` is a process of this machine that is gone (another machine's is never judged)."""
+    host, _, pid = owner.partition("~")
     here = _tmp_owner().split("~")[0]
-    for tmp in out.glob(".chunk-*.tmp"):
+    return host == here and pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid))
+
+
+#: Hidden entries of a stream folder that only mixlib writes: shard locks, temporary chunk and record files,
+#: and the Ray engine's staged texts (:mod:`mixlib.stream_ray`, one folder per driver).
+STAGING = ".ray-input"
+
+
+def is_leftover(name: str) -> bool:
+    """Whether ``name``, in a stream folder, is one of mixlib's own working files (not a user's)."""
+    return (name.startswith(".writer-shard-") or name == STAGING
+            or (name.startswith((".chunk-", f".{META}.")) and name.endswith(".tmp")))
+
+
+def _remove_dead_writers_files(out: Path) -> None:
+    """Remove what writers on this machine whose process is gone left in ``out``: temporary chunk and record
+    files, and a Ray driver's staged texts (never a live writer's, nor another machine's)."""
+    for tmp in [*out.glob(".chunk-*.tmp"), *out.glob(f".{META}.*.tmp")]:
         owner = tmp.name.split(".")[3] if tmp.name.count(".") >= 5 else ""
-        host, _, pid = owner.partition("~")
-        if host == here and pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
+        if _dead(owner):
             tmp.unlink(missing_ok=True)
+    staging = out / STAGING
+    if staging.is_dir():
+        for folder in staging.iterdir():
+            if _dead(folder.name):
+                shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            staging.rmdir()  # only when nothing else is in it
 
 
 def _stamp_of(path: Path) -> dict[str, Any] | None:
@@ -278,7 +304,7 @@ def _check_meta(out: Path, meta: dict, shard: tuple[int, int]) -> None:
     """Record ``meta`` in ``out``, or check it against the record there (:func:`check_record`)."""
     if not check_record(out, meta, shard):
         return
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{META}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{META}.{_tmp_owner()}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(meta, fh, ensure_ascii=False, indent=1)
     follow_umask(tmp)
@@ -396,12 +422,11 @@ def stream_mixing(
     i, n = parse_shard(shard) if isinstance(shard, str) else parse_shard(f"{shard[0]}/{shard[1]}")
     meta, marks = run_record(enc, texts, chunk_size=chunk_size, rate=rate, seed=seed, count=count,
                              max_length=max_length, header=header, keep_special_tokens=keep_special_tokens)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out).expanduser().resolve()
     from tqdm.auto import tqdm
     import sys
 
-    with writer_lock(out, (i, n)):
+    with folder_lock(out), writer_lock(out, (i, n)):
         _check_meta(out, meta, (i, n))
         _remove_dead_writers_files(out)
         bar = tqdm(desc=f"mixing ({enc.name}, shard {i}/{n})", unit="chunk",
@@ -447,6 +472,25 @@ def mix_chunk(enc: Any, texts: str | os.PathLike, out: Path, meta: dict[str, Any
     batch.pop("masked", None)
     m = decompose(enc, batch, batch_size=batch_size, vectors=False, progress=False)
     _write_parquet(_chunk_file(out, k), _rows(m, first), _expected_stamp(meta, k))
+
+
+@contextmanager
+def folder_lock(out: Path) -> Iterator[None]:
+    """Make ``out`` and hold its folder lock shared (:mod:`mixlib.outlock`): shards write side by side, and a
+    command that would replace the folder (``mixing``, ``merge``) is refused meanwhile."""
+    from .outlock import Busy, OutLock
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = OutLock(out, shared=True)
+    except Busy:
+        raise ValueError(f"another python -m mixlib run is replacing {out} now; wait for it to finish, "
+                         "or give another --out.") from None
+    try:
+        out.mkdir(exist_ok=True)
+        yield
+    finally:
+        lock.release()
 
 
 def _lock_path(out: Path, shard: tuple[int, int]) -> Path:

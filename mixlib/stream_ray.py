@@ -32,13 +32,15 @@ cluster is a ValueError at once (Ray would wait for it for ever); an error in
 a worker (a bad text, other model files, another mixlib) reaches the caller
 as the ValueError or OSError it was, not as Ray's wrapper. Paths are made
 absolute, and the model cache's and mixlib's environment variables
-(:data:`FORWARDED_ENV`) are passed to the workers.
+(:func:`forwarded_env`: ``MIXLIB_*`` and the model cache's) are passed to the workers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import re
 import socket
 import warnings
@@ -48,21 +50,26 @@ from typing import Any
 import numpy as np
 
 from .paths import follow_umask
-from .stream import (StreamResult, _check_meta, _remove_dead_writers_files, chunk_done, mix_chunk, parse_shard,
-                     run_record, shard_chunks, weights_digest, writer_lock)
+from .stream import (STAGING, StreamResult, _check_meta, _remove_dead_writers_files, _tmp_owner, chunk_done, folder_lock,
+                     mix_chunk, parse_shard, run_record, shard_chunks, weights_digest, writer_lock)
 
 __all__ = ["stream_mixing_ray", "need_ray", "check_address", "RAY_EXTRA"]
 
 RAY_EXTRA = 'pip install "mixlib[ray]"'
 #: Seconds to wait for a cluster's port before giving up.
 CONNECT_TIMEOUT_S = 20.0
-STAGING = ".ray-input"
 #: Restarts of a worker, and retries of one chunk, before the run fails (a chunk that kills every worker
 #: it is given, e.g. out of memory, must not loop for ever).
 MAX_RETRIES = 3
-#: Environment variables the workers get from the driver (model cache and offline mode, mixlib's own).
-FORWARDED_ENV = ("HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "MIXLIB_MODEL",
-                 "MIXLIB_CACHE_DIR")
+#: Environment variables the workers get from the driver: the model cache and offline mode, and every
+#: ``MIXLIB_*`` variable (:func:`forwarded_env`).
+FORWARDED_ENV = ("HF_HOME", "HF_HUB_CACHE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def forwarded_env(environ: Any = None) -> dict[str, str]:
+    """What the workers get of the driver's environment: :data:`FORWARDED_ENV` and every ``MIXLIB_*`` variable."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items() if k in FORWARDED_ENV or k.startswith("MIXLIB_")}
 
 
 def need_ray() -> Any:
@@ -97,8 +104,8 @@ def check_address(address: str | None, timeout_s: float = CONNECT_TIMEOUT_S) -> 
 class _ChunkWorker:
     """One actor of the pool: loads the model once, then mixes whole chunks (Ray Data's callable class)."""
 
-    def __init__(self, model: str, device: str, meta: dict[str, Any], texts: str, out: str, batch_size: int,
-                 threads: int, version: str) -> None:
+    def __init__(self, model: str, device: str, meta: dict[str, Any], texts: str, out: str, staging: str,
+                 batch_size: int, threads: int, version: str) -> None:
         import torch
 
         from . import __version__
@@ -113,12 +120,12 @@ class _ChunkWorker:
         if weights_digest(self.enc.model) != meta["weights_sha256"]:
             raise ValueError(f"the worker on {host} loaded {model!r} with weights other than the driver's "
                              "(stream.json's weights_sha256): every machine must see the same model files.")
-        self.meta, self.texts, self.out, self.batch_size = meta, texts, Path(out), batch_size
+        self.meta, self.texts, self.out, self.staging, self.batch_size = meta, texts, Path(out), Path(staging), batch_size
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         done, n_seq = [], []
         for k in batch["chunk"].tolist():
-            staged = json.loads((self.out / STAGING / f"chunk-{k:07d}.json").read_text(encoding="utf-8"))
+            staged = json.loads((self.staging / f"chunk-{k:07d}.json").read_text(encoding="utf-8"))
             texts = [tuple(t) if isinstance(t, list) else t for t in staged["texts"]]
             if not chunk_done(self.out, self.meta, k):  # a retried chunk whose file a dead worker finished
                 mix_chunk(self.enc, self.texts, self.out, self.meta, k, texts, staged["lines"], self.batch_size)
@@ -127,9 +134,9 @@ class _ChunkWorker:
         return {"chunk": np.asarray(done, dtype=np.int64), "n_seq": np.asarray(n_seq, dtype=np.int64)}
 
 
-def _stage(out: Path, k: int, texts: list, lines: list[int]) -> None:
+def _stage(staging: Path, k: int, texts: list, lines: list[int]) -> None:
     """Chunk k's texts for the workers, written whole or not at all."""
-    path = out / STAGING / f"chunk-{k:07d}.json"
+    path = staging / f"chunk-{k:07d}.json"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"texts": texts, "lines": lines}, ensure_ascii=False), encoding="utf-8")
     follow_umask(tmp)
@@ -192,31 +199,28 @@ def stream_mixing_ray(
     meta, marks = run_record(enc, texts, chunk_size=chunk_size, rate=rate, seed=seed, count=count,
                              max_length=max_length, header=header, keep_special_tokens=keep_special_tokens)
     out = Path(out).expanduser().resolve()  # the workers run elsewhere, in another directory
-    out.mkdir(parents=True, exist_ok=True)
-    with writer_lock(out, (i, n)):
+    with folder_lock(out), writer_lock(out, (i, n)):
         _check_meta(out, meta, (i, n))
         _remove_dead_writers_files(out)
-        (out / STAGING).mkdir(exist_ok=True)
+        staging = out / STAGING / _tmp_owner()  # this driver's: a killed driver's is removed by the next run
+        staging.mkdir(parents=True, exist_ok=True)
         todo, skipped, n_seq = [], [], 0
         try:
             for k, chunk, lines in shard_chunks(texts, meta, marks, (i, n)):
                 if chunk_done(out, meta, k):
                     skipped.append(k)
                     continue
-                _stage(out, k, chunk, lines)
+                _stage(staging, k, chunk, lines)
                 todo.append(k)
                 n_seq += len(chunk)
             if todo:
-                _run_pool(ray, enc, meta, Path(texts).expanduser().resolve(), out, todo, address=address,
+                _run_pool(ray, enc, meta, Path(texts).expanduser().resolve(), out, staging, todo, address=address,
                           workers=int(workers), cpus=int(cpus_per_worker), gpus=float(gpus_per_worker),
                           batch_size=batch_size)
         finally:  # staged texts are a copy, made again by a re-run: never left behind
-            for k in todo:
-                (out / STAGING / f"chunk-{k:07d}.json").unlink(missing_ok=True)
-            for tmp in (out / STAGING).glob(f".chunk-*.json.{os.getpid()}.tmp"):
-                tmp.unlink(missing_ok=True)
-            if not any((out / STAGING).iterdir()):
-                (out / STAGING).rmdir()
+            shutil.rmtree(staging, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                (out / STAGING).rmdir()  # unless another driver's staging is in it
         _remove_dead_writers_files(out)  # a killed worker's temporary file (its chunk was retried), on this machine
         missing = [k for k in todo if not chunk_done(out, meta, k)]
         if missing:  # pragma: no cover - Ray returned without error, yet a chunk file is not there
@@ -224,7 +228,8 @@ def stream_mixing_ray(
     return StreamResult(out=out, written=tuple(todo), skipped=tuple(skipped), n_sequences=n_seq)
 
 
-def _run_pool(ray: Any, enc: Any, meta: dict[str, Any], texts: Path, out: Path, todo: list[int], *, address: str | None,
+def _run_pool(ray: Any, enc: Any, meta: dict[str, Any], texts: Path, out: Path, staging: Path, todo: list[int], *,
+              address: str | None,
               workers: int, cpus: int, gpus: float, batch_size: int) -> None:
     """Send the chunks ``todo`` through the actor pool; return when every one is written, or raise the first
     worker's error itself (a bad text is a ValueError, as in the stream; not Ray's wrapper around it)."""
@@ -247,7 +252,7 @@ def _run_pool(ray: Any, enc: Any, meta: dict[str, Any], texts: Path, out: Path, 
         _check_resources(ray, workers, cpus, gpus)
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False
-        env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+        env = forwarded_env()
         ds = ray.data.from_items([{"chunk": k} for k in todo], override_num_blocks=len(todo))
         with warnings.catch_warnings():  # ray_remote_args_fn: deprecated in 2.60, kept until 2.64 (pyproject's bound)
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -256,7 +261,8 @@ def _run_pool(ray: Any, enc: Any, meta: dict[str, Any], texts: Path, out: Path, 
                 num_cpus=cpus, num_gpus=gpus or None, runtime_env={"env_vars": env} if env else None,
                 ray_remote_args_fn=lambda: {"max_restarts": MAX_RETRIES, "max_task_retries": MAX_RETRIES},
                 fn_constructor_kwargs={"model": _model_spec(enc), "device": "cuda" if gpus > 0 else "cpu", "meta": meta,
-                                       "texts": str(texts), "out": str(out), "batch_size": int(batch_size),
+                                       "texts": str(texts), "out": str(out), "staging": str(staging),
+                                       "batch_size": int(batch_size),
                                        "threads": cpus, "version": __version__})
         try:
             for _ in ds.iter_batches(batch_size=None):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -255,7 +257,7 @@ def test_out_is_never_the_working_folder_or_above(tmp_path, monkeypatch):
     for value in (".", "..", "sub/..", str(empty)):
         with pytest.raises(cli.UsageError, match="working folder or one of its parents|already holds files"):
             cli.check_out(value)
-    assert cli.check_out("new/../fresh") == Path("fresh")
+    assert cli.check_out("new/../fresh") == empty / "fresh"  # the real, absolute path the run writes at
 
 
 def test_cuda_device_without_cuda_is_bad_input(tmp_path, capsys, no_model):
@@ -694,26 +696,206 @@ def test_positional_writes_the_centred_overlap(tmp_path, packaged_enc):
 
 
 def test_a_second_run_into_the_same_out_is_refused_before_the_model_loads(tmp_path, capsys, no_model):
-    """Issue 20: one writer per output folder (stream-mixing has one per shard: tests/test_stream.py)."""
+    """Issue 20: one writer per output folder; issue 53: the lock lives beside --out, whatever the cache."""
     texts = _texts(tmp_path, "One text.\nAnother.\n")
     out = tmp_path / "results" / "mixing"
     first = cli._OneWriter(out)
     try:
-        for command in (["mixing", "--texts", texts], ["clusters"]):
+        assert (tmp_path / "results" / ".mixing.mixlib-lock").is_file()  # beside --out, by its real path
+        for command in (["mixing", "--texts", texts], ["clusters"], ["stream-mixing", "--texts", texts]):
             assert cli.main([*command, "--out", str(out), "--device", "cpu"]) == 2
             err = capsys.readouterr().err
             assert "another python -m mixlib run is writing into it now" in err and err.count("\n") == 1, err
-        # the lock is the folder's, by its absolute path: another folder of the same name is free (issue 20 review)
-        other = cli._OneWriter(tmp_path / "elsewhere" / "mixing")
-        other.release()
-        (tmp_path / "results").mkdir()  # a parent that appears meanwhile does not move the lock
-        with pytest.raises(cli.UsageError, match="another python -m mixlib run"):
-            cli._OneWriter(out)
+        other = cli._OneWriter(tmp_path / "elsewhere" / "mixing")  # another folder of the same name is free
+        other.release(keep_parents=False)
+        assert not (tmp_path / "elsewhere").exists()  # the parents it made, removed again
+    finally:
+        first.release(keep_parents=False)
+    again = cli._OneWriter(out)  # released: free again
+    again.release(keep_parents=False)
+    assert list(tmp_path.iterdir()) == [Path(texts)]  # no lock file, no parents left behind
+
+
+def test_the_out_lock_does_not_depend_on_the_cache_or_the_link(tmp_path, monkeypatch, capsys, no_model):
+    """Issue 53: two runs with different MIXLIB_CACHE (two users) or through a link to the folder see each other."""
+    out = tmp_path / "res"
+    link = tmp_path / "link"
+    link.symlink_to(out, target_is_directory=True)  # dangling until --out is made
+    monkeypatch.setenv("MIXLIB_CACHE", str(tmp_path / "cache-a"))
+    first = cli._OneWriter(cli.check_out(str(out)))
+    try:
+        monkeypatch.setenv("MIXLIB_CACHE", str(tmp_path / "cache-b"))
+        assert cli.main(["stretch", "--device", "cpu", "--out", str(link)]) == 2
+        assert "another python -m mixlib run is writing into it now" in capsys.readouterr().err
     finally:
         first.release()
-    again = cli._OneWriter(out)  # released: free again
-    again.release()
-    assert not list(tmp_path.rglob("*.lock")) and not out.exists()  # nothing left next to --out
+
+
+def test_stream_shards_share_the_folder_and_shut_out_a_replacing_run(tmp_path, capsys, no_model):
+    """Issue 53: mixing and stream-mixing racing into one --out both exited 0 and the chunk files were gone."""
+    from mixlib.outlock import Busy, OutLock
+
+    out = tmp_path / "chunks"
+    shard0 = cli._OneWriter(out, shared=True)
+    shard1 = cli._OneWriter(out, shared=True)  # shards write side by side
+    try:
+        texts = _texts(tmp_path, "One text.\n")
+        assert cli.main(["mixing", "--texts", texts, "--out", str(out), "--device", "cpu"]) == 2
+        assert "another python -m mixlib run is writing into it now" in capsys.readouterr().err
+        shard0.release()
+        with pytest.raises(Busy):  # one shard still writes
+            OutLock(out)
+    finally:
+        shard1.release()
+    OutLock(out).release()  # the last shard let it go
+    assert not list(tmp_path.glob(".*mixlib-lock"))
+
+
+def test_a_replace_never_deletes_what_the_earlier_run_did_not_write(tmp_path, monkeypatch, capsys, packaged_enc):
+    """Issue 53: mixing --out res; stream-mixing --out res/chunks; mixing --out res deleted res/chunks (exit 0)."""
+    _fake_command(monkeypatch, packaged_enc, lambda args, enc, out: (out.json("run.json", {"command": "stretch"}),
+                                                                    out.json("a.json", {})))
+    res = tmp_path / "res"
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(res)]) == 0
+    assert json.loads((res / "run.json").read_text())["files"] == ["a.json", "run.json"]
+    capsys.readouterr()
+    # a stream folder (or any --out) inside an output is refused: a later run of the outer folder would replace it
+    texts = _texts(tmp_path, "One text.\n")
+    for argv in (["stream-mixing", "--texts", texts], ["stretch"]):
+        assert cli.main([*argv, "--device", "cpu", "--out", str(res / "chunks")]) == 2
+        assert "lies inside" in capsys.readouterr().err
+    # whatever got in by other means is never deleted: a subfolder, a file the run did not write, a link
+    for name, make in (("chunks", lambda p: (p.mkdir(), (p / "chunk-0000000.parquet").write_text("x"))),
+                       ("notes.txt", lambda p: p.write_text("mine")),
+                       ("link", lambda p: p.symlink_to(tmp_path / "elsewhere"))):
+        make(res / name)
+        assert cli.main(["stretch", "--device", "cpu", "--out", str(res)]) == 2
+        err = capsys.readouterr().err
+        assert "which the earlier run there did not write" in err and name in err and err.count("\n") == 1, err
+        assert os.path.lexists(res / name) and (res / "a.json").is_file()
+        shutil.rmtree(res / name) if name == "chunks" else (res / name).unlink()
+    # an output written before run.json listed its files: plain files only
+    run = json.loads((res / "run.json").read_text())
+    del run["files"]
+    (res / "run.json").write_text(json.dumps(run))
+    (res / "sub").mkdir()
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(res)]) == 2
+    assert "sub/" in capsys.readouterr().err
+    (res / "sub").rmdir()
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(res)]) == 0
+
+
+def test_a_replace_rechecks_the_folder_when_it_commits(tmp_path, monkeypatch, capsys, packaged_enc):
+    """Something put into --out while the run computed (not by mixlib: the lock shuts mixlib out) is kept."""
+    res = tmp_path / "res"
+    _fake_command(monkeypatch, packaged_enc, lambda args, enc, out: out.json("run.json", {"command": "stretch"}))
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(res)]) == 0
+
+    def meanwhile(args, enc, out):
+        out.json("run.json", {"command": "stretch"})
+        (res / "late").mkdir()
+
+    _fake_command(monkeypatch, packaged_enc, meanwhile)
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(res)]) == 2
+    assert "now holds late/" in capsys.readouterr().err
+    assert (res / "late").is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["res"]
+
+
+def test_an_out_that_is_a_link_is_written_at_its_target(tmp_path, monkeypatch, capsys, packaged_enc):
+    """Issue 53: the link was replaced by a real folder and its target kept the stale results."""
+    def writer(name):
+        return lambda args, enc, out: (out.json("run.json", {"command": "stretch"}), out.json(name, {}))
+
+    target = tmp_path / "runs" / "v1"
+    link = tmp_path / "latest"
+    link.symlink_to(target, target_is_directory=True)  # dangling: the run makes the target
+    _fake_command(monkeypatch, packaged_enc, writer("first.json"))
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(link)]) == 0
+    _fake_command(monkeypatch, packaged_enc, writer("second.json"))
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(link)]) == 0
+    assert link.is_symlink() and sorted(p.name for p in target.iterdir()) == ["run.json", "second.json"]
+    assert str(target) in capsys.readouterr().out  # the report names where the files are
+
+
+def test_paths_that_resolve_oddly_fail_in_one_line_before_the_model(tmp_path, capsys, no_model):
+    """Issue 53: links that loop, names that are not UTF-8, an --out that cannot be made, each before any work."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(tmp_path / "loop")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    bad_name = os.fsdecode(b"caf\xe9")  # Latin-1, not UTF-8
+    texts = _texts(tmp_path, "One text.\n")
+    cases = [
+        (["stretch", "--out", str(loop)], "loops"),
+        (["stretch", "--out", str(loop / "sub")], str(loop)),
+        (["mixing", "--texts", str(loop), "--out", str(tmp_path / "o")], "loop"),
+        (["stretch", "--out", str(tmp_path / bad_name)], "not valid UTF-8"),
+        (["mixing", "--texts", str(tmp_path / bad_name), "--out", str(tmp_path / "o")], "not valid UTF-8"),
+        (["stretch", "--out", str(tmp_path / ("x" * 230))], "give a shorter one"),
+        (["stream-mixing", "--texts", texts, "--out", str(loop)], "loops"),
+    ]
+    if os.geteuid() != 0:  # root writes anywhere
+        cases.append((["stretch", "--out", str(ro / "o")], "not writable"))
+    for argv, message in cases:
+        assert cli.main([*argv, "--device", "cpu"]) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err, (argv, err)
+    ro.chmod(0o755)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop", "ro", "t.txt"]
+
+
+def test_maps_takes_its_limit(tmp_path, packaged_enc):
+    """Issue 53: maps --limit N was ignored (every text analysed) while run.json recorded the limit."""
+    import numpy as np
+
+    texts = _texts(tmp_path, "One text.\nA second text.\nA third one.\n")
+    out = tmp_path / "maps"
+    assert cli.main(["maps", *MODEL, "--texts", texts, "--limit", "2", "--out", str(out)]) == 0
+    with np.load(out / "maps.npz") as z:
+        assert z["input_ids"].shape[0] == 2
+    assert json.loads((out / "run.json").read_text())["texts"] == 2
+
+
+def test_a_second_ctrl_c_while_stopping_is_one_line(tmp_path, monkeypatch, capsys, packaged_enc):
+    """Issue 53: a double Ctrl-C showed a traceback; it exits 130 with one line."""
+    def interrupted(args, enc, out):
+        out.json("run.json", {"command": "stretch"})
+        raise KeyboardInterrupt
+
+    discard = cli._Out.discard
+
+    def pressed_again(self):
+        import signal
+
+        signal.raise_signal(signal.SIGINT)  # ignored now: the run is stopping
+        discard(self)
+
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    _fake_command(monkeypatch, packaged_enc, interrupted)
+    monkeypatch.setattr(cli._Out, "discard", pressed_again)
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(tmp_path / "o")]) == 130
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and "interrupted" in err and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGINT) is before  # restored after the run
+
+
+def test_a_signal_inside_an_import_is_still_an_interruption(tmp_path, monkeypatch, capsys, packaged_enc):
+    """Issue 53 (found here): SIGTERM while matplotlib's C extension loaded surfaced as ImportError, a traceback."""
+    def importing(args, enc, out):
+        try:
+            raise cli._Terminated
+        except KeyboardInterrupt as err:
+            raise ImportError("initialization failed") from err
+
+    _fake_command(monkeypatch, packaged_enc, importing)
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(tmp_path / "o")]) == 143
+    err = capsys.readouterr().err
+    assert "terminated; nothing was written" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_error_about_a_text_names_its_line_in_the_file(tmp_path, capsys, packaged_enc, monkeypatch):
@@ -737,22 +919,3 @@ def test_warnings_are_one_line_naming_the_file_line(tmp_path, capsys, packaged_e
     err = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
     assert len(err) == 1 and err[0].startswith("python -m mixlib mixing: warning: 1 of 3 text(s) are longer"), err
     assert f"e.g. line 3 of {texts}" in err[0]
-
-
-def test_the_out_lock_falls_back_and_then_warns(tmp_path, monkeypatch, capsys):
-    """The lock's folder: mixlib's cache, else the temp folder; where neither can be written, a warning, no lock."""
-    import tempfile
-
-    blocked = tmp_path / "a-file"
-    blocked.write_text("not a folder")
-    monkeypatch.setenv("MIXLIB_CACHE", str(blocked))  # cache_dir()/locks cannot be made under a file
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path / "tmp"))
-    first = cli._OneWriter(tmp_path / "out")
-    assert first.lock is not None and list((tmp_path / "tmp").glob("mixlib-locks-*/out-*.lock"))
-    with pytest.raises(cli.UsageError, match="another python -m mixlib run"):
-        cli._OneWriter(tmp_path / "out")
-    first.release()
-    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(blocked))
-    none = cli._OneWriter(tmp_path / "out")
-    assert none.lock is None and "no folder for the lock on --out" in capsys.readouterr().err
-    none.release()

@@ -300,3 +300,37 @@ def test_special_tokens_are_text_and_recorded_and_warnings_name_lines(tiny_enc, 
     assert "mask" in set(tokens[tokens.seq == 0].token)  # '[MASK]' read as '[', 'mask', ']'
     with pytest.raises(ValueError, match=r"keep_special_tokens: False recorded, True given"):
         stream_mixing(tiny_enc, path, out, chunk_size=2, max_length=16, keep_special_tokens=True)
+
+
+def test_a_killed_runs_leftovers_never_block_the_folder(tiny_enc, corpus, tmp_path, capsys):
+    """Issue 53: a stray .stream.json.*.tmp blocked its folder for good; a killed Ray driver left .ray-input/
+    (a copy of every text) for good. Both belong to the next run of either engine, which removes them."""
+    from mixlib import cli
+    from mixlib.stream import STAGING, is_leftover
+
+    path, _ = corpus
+    out = tmp_path / "run"
+    out.mkdir()
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    record_tmp = out / f".stream.json.{_tmp_owner(pid=dead)}.x1.tmp"  # killed while writing its first record
+    record_tmp.write_text("{")
+    staged = out / STAGING / _tmp_owner(pid=dead)  # a killed Ray driver's staged texts
+    staged.mkdir(parents=True)
+    (staged / "chunk-0000000.json").write_text('{"texts": ["a secret"], "lines": [1]}')
+    live = out / STAGING / _tmp_owner(pid=os.getppid())  # another driver on this machine, still running
+    live.mkdir()
+    assert all(is_leftover(p.name) for p in out.iterdir())
+    assert cli.check_stream_out(str(out)) == out  # not "holds files but no stream.json"
+    stream_mixing(tiny_enc, path, out, chunk_size=4)
+    assert not record_tmp.exists() and not staged.exists() and live.is_dir()
+    assert sorted(p.name for p in out.glob("chunk-*.parquet")) == [f"chunk-000000{k}.parquet" for k in range(3)]
+    assert not is_leftover("notes.txt") and not is_leftover(".chunk-1.parquet")
+
+
+def test_the_ray_workers_get_every_mixlib_variable():
+    """Issue 53: Ray forwarded MIXLIB_CACHE_DIR, which nothing reads, instead of the MIXLIB_* the README promises."""
+    from mixlib.stream_ray import forwarded_env
+
+    env = {"MIXLIB_CACHE": "/c", "MIXLIB_ROOT": "/r", "MIXLIB_MODEL": "m", "HF_HOME": "/h", "HOME": "/home/u", "PATH": "/bin"}
+    assert forwarded_env(env) == {"MIXLIB_CACHE": "/c", "MIXLIB_ROOT": "/r", "MIXLIB_MODEL": "m", "HF_HOME": "/h"}
