@@ -105,7 +105,9 @@ control characters) is an error naming its line, found before the model loads.
 """
 SPECIAL_HELP = """\
 Literal special tokens such as [MASK], [SEP], [CLS] in the text are read as
-ordinary text unless --keep-special-tokens is given.
+ordinary text unless --keep-special-tokens is given (then they are special,
+never masked, and not counted among the tokens the mask rate applies to);
+mixlib.tokenize and mixlib.mask_tokens follow the same rule.
 """
 
 PAPER_MODEL = "bert-base-uncased"
@@ -637,9 +639,9 @@ def _masked(args: argparse.Namespace, enc: Any) -> dict[str, Any]:
 
     try:
         lines = (Path(args.texts).expanduser(), args.texts_lines)
-        with special_tokens_as_text(enc.tokenizer, not args.keep_special_tokens), warnings_at_lines(*lines):
+        with warnings_at_lines(*lines):
             return mask_tokens(enc, args.texts_list, rate=args.rate, seed=args.seed, max_length=args.max_length,
-                               count=args.mask_count)
+                               count=args.mask_count, keep_special_tokens=args.keep_special_tokens)
     except ValueError as err:
         raise at_line(err, Path(args.texts).expanduser(), args.texts_lines) from None
 

@@ -134,7 +134,8 @@ def _check_max_length(max_length: Any, limit: int) -> int:
 # ---------------------------------------------------------------------------
 
 
-def tokenize(enc: Any, texts: Any, *, max_length: int | None = None, return_special_tokens_mask: bool = False) -> dict[str, torch.Tensor]:
+def tokenize(enc: Any, texts: Any, *, max_length: int | None = None, return_special_tokens_mask: bool = False,
+             keep_special_tokens: bool = False) -> dict[str, torch.Tensor]:
     """Tokenise texts (or sentence pairs) into one padded batch.
 
     Parameters
@@ -151,6 +152,13 @@ def tokenize(enc: Any, texts: Any, *, max_length: int | None = None, return_spec
         from the longer sentence first).
     return_special_tokens_mask : bool, default False
         Also return ``special_tokens_mask`` (1 at ``[CLS]``/``[SEP]``/padding).
+    keep_special_tokens : bool, default False
+        How ``[MASK]``, ``[SEP]``, ``[CLS]`` ... *written in a text* are read.
+        By default they are plain text (``[MASK]`` becomes ``[``, ``mask``,
+        ``]`` for BERT; :func:`special_tokens_as_text`), the one rule of every
+        mixlib function and command (``python -m mixlib ... --keep-special-tokens``
+        is the same switch); True reads them as the special tokens. The
+        ``[CLS]``/``[SEP]`` the tokenizer adds are special either way.
 
     Returns
     -------
@@ -178,6 +186,11 @@ def tokenize(enc: Any, texts: Any, *, max_length: int | None = None, return_spec
     max_length = limit if max_length is None else _check_max_length(max_length, limit)
     args: tuple[Any, ...] = ([a for a, _ in texts], [b for _, b in texts]) if pairs else (texts,)
 
+    with special_tokens_as_text(tok, not keep_special_tokens):
+        return _tokenize(tok, texts, args, max_length, return_special_tokens_mask)
+
+
+def _tokenize(tok: Any, texts: list, args: tuple, max_length: int, return_special_tokens_mask: bool) -> dict[str, torch.Tensor]:
     # lengths without truncation, to warn about what truncation removes
     full = tok(*args, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
     lengths = [len(ids) for ids in full]
@@ -228,7 +241,7 @@ def mask_count(n: int, rate: float = 0.12, count: str = "floor") -> int:
 
 
 def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_length: int = 128, *, count: str = "floor",
-                first_index: int = 0) -> dict[str, torch.Tensor]:
+                first_index: int = 0, keep_special_tokens: bool = False) -> dict[str, torch.Tensor]:
     """Tokenise texts and replace a fixed share of each sequence's tokens by the mask token.
 
     BERT is pre-trained on text where 15% of the tokens are selected and 80% of
@@ -264,6 +277,11 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
         Number of the first text in a larger corpus: text ``i`` of this call
         uses the random stream ``(seed, first_index + i)``, so a corpus masked
         in chunks (:mod:`mixlib.stream`) gets the same masks as in one call.
+    keep_special_tokens : bool, default False
+        ``[MASK]``, ``[SEP]`` ... written in a text are plain text (the default,
+        as everywhere in mixlib; see :func:`tokenize`), or with True the
+        special tokens -- which are then never chosen for masking and do not
+        count among the ``n`` ordinary tokens.
 
     Returns
     -------
@@ -296,9 +314,11 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
     mask_id = getattr(tok, "mask_token_id", None)
     if mask_id is None:
         raise ValueError(f"the tokenizer of {getattr(enc, 'name', type(tok).__name__)} has no mask token; mask_tokens needs one.")
-    batch = tokenize(enc, texts, max_length=max_length, return_special_tokens_mask=True)
+    batch = tokenize(enc, texts, max_length=max_length, return_special_tokens_mask=True,
+                     keep_special_tokens=keep_special_tokens)
     special = batch.pop("special_tokens_mask").bool()
     ids = batch["input_ids"].clone()
+    special |= torch.isin(ids, torch.tensor(sorted(set(tok.all_special_ids)), dtype=ids.dtype))  # kept literal ones too
     ordinary = batch["attention_mask"].bool() & ~special  # (B, N)
     masked = torch.zeros_like(ordinary)
     for i in range(ids.shape[0]):

@@ -297,7 +297,7 @@ class Encoder:
 
     @property
     def vocab_size(self) -> int:
-        return int(self.word_embeddings().shape[0])
+        return int(self.embedding_module("word_embeddings").weight.shape[0])
 
     @property
     def max_positions(self) -> int:
@@ -351,8 +351,9 @@ class Encoder:
         return _get(self.model, getattr(self.family, role))
 
     def word_embeddings(self) -> torch.Tensor:
-        """The word-embedding matrix, ``(V, D)``, float32 on the CPU (a detached view)."""
-        return self.embedding_module("word_embeddings").weight.detach().float().cpu()
+        """The word-embedding matrix, ``(V, D)``, float32 on the CPU: a copy, so that changing it in place
+        (``E -= E.mean(0)``) cannot change the model and every later result."""
+        return self.embedding_module("word_embeddings").weight.detach().float().cpu().clone()
 
     def token_strings(self, n: int | None = None) -> list[str]:
         """Token string of every id ``0..n-1`` (default: the vocabulary); ids the tokenizer
@@ -364,15 +365,17 @@ class Encoder:
         return toks + [f"<id {i}>" for i in range(len(toks), n)]
 
     def position_embeddings(self) -> torch.Tensor:
-        """The usable absolute position embeddings, ``(P, D)`` on the CPU (RoBERTa's reserved rows dropped)."""
+        """The usable absolute position embeddings, ``(P, D)`` on the CPU (RoBERTa's reserved rows dropped): a copy,
+        as :meth:`word_embeddings`."""
         w = self.embedding_module("position_embeddings").weight.detach().float().cpu()
-        return w[self.family.position_offset :]
+        return w[self.family.position_offset :].clone()
 
     def projection(self, layer: int, role: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Weight ``(D_out, D_in)`` and bias of a per-layer linear module, float32 on :attr:`device`."""
+        """Weight ``(D_out, D_in)`` and bias of a per-layer linear module, float32 on :attr:`device`: copies, as
+        :meth:`word_embeddings`."""
         lin = self.module(layer, role)
-        b = lin.bias.detach() if lin.bias is not None else None
-        return lin.weight.detach(), b
+        b = lin.bias.detach().clone() if lin.bias is not None else None
+        return lin.weight.detach().clone(), b
 
     # -- validation -----------------------------------------------------
     def check_layer(self, layer: int) -> int:
@@ -411,6 +414,42 @@ class Encoder:
 # ---------------------------------------------------------------------------
 # loading
 # ---------------------------------------------------------------------------
+
+
+#: Models the book compares with a paper's numbers (the chapters and the CLI take differences only when
+#: ``enc.name`` is one of them), and their configuration. A local folder named like one of them is called by
+#: that name only when its configuration is that model's, uncased tokenizer included; else by its path.
+KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
+    "bert-base-uncased": {"model_type": "bert", "num_hidden_layers": 12, "num_attention_heads": 12, "hidden_size": 768,
+                          "intermediate_size": 3072, "max_position_embeddings": 512, "vocab_size": 30522,
+                          "type_vocab_size": 2, "hidden_act": "gelu", "lowercase": True},
+}
+
+
+def _local_name(path: Path, config: Any, tokenizer: Any) -> str:
+    """The name of a model loaded from the folder ``path``: the folder's name, or its whole path when that name is
+    one of :data:`KNOWN_CONFIGS` but the model is not (a folder *named* bert-base-uncased is not the paper's model)."""
+    known = KNOWN_CONFIGS.get(path.name)
+    if known is None:
+        return path.name
+    try:
+        lowercase = tokenizer.tokenize("The") == ["the"]
+    except Exception:  # noqa: BLE001 - any tokenizer failure: not the known model
+        lowercase = None
+    got = {**{k: getattr(config, k, None) for k in known if k != "lowercase"}, "lowercase": lowercase}
+    return path.name if got == known else str(path)
+
+
+def check_eval(enc: Any, what: str) -> None:
+    """Refuse a model in ``train()`` mode, in one line: dropout would move every number from run to run.
+
+    The one check of every analysis that runs the model (:func:`mixlib.decompose`, :func:`mixlib.context_maps`,
+    :func:`mixlib.mixing.mixing_conventions`, :func:`mixlib.positional.token_attention`, the sentence vectors).
+    """
+    training = [name or type(enc.model).__name__ for name, m in enc.model.named_modules() if m.training]
+    if training:
+        raise ValueError(f"{what}: enc.model is in train mode ({training[0]}{' ...' if len(training) > 1 else ''}), "
+                         "so dropout would change the numbers from run to run; call enc.model.eval() first.")
 
 
 def _family_error(model_type: Any, what: str) -> ValueError:
@@ -867,8 +906,9 @@ def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True
     Returns
     -------
     Encoder
-        With a model of its own: each call returns a fresh copy of the weights, so an exercise that
-        ablates a head in one encoder and then loads "a fresh model" gets the real one. Files are read
+        With a model and a tokenizer of its own: each call returns a fresh copy of the weights and of
+        the tokenizer, so an exercise that ablates a head in one encoder (or sets ``padding_side`` on
+        its tokenizer) and then loads "a fresh model" gets the real one. Files are read
         once per (name, fallback, device) and kept unchanged in memory (four at most); a local folder
         whose files change (a model saved over it) is read again.
 
@@ -897,7 +937,7 @@ def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True
         raise ValueError(f"lang must be one of {sorted(FALLBACK_NOTICE)}; got {lang!r}.")
     dev = resolve_device(device)
     kept = _load_cached(name, bool(fallback), str(dev), _folder_stamp(name), lang)
-    return dataclasses.replace(kept, model=copy.deepcopy(kept.model))
+    return dataclasses.replace(kept, model=copy.deepcopy(kept.model), tokenizer=copy.deepcopy(kept.tokenizer))
 
 
 def _load(name: str, *, fallback: bool, device: torch.device, lang: str = "en") -> Encoder:
@@ -915,7 +955,8 @@ def _load(name: str, *, fallback: bool, device: torch.device, lang: str = "en") 
             if not _is_weights_error(err):
                 raise
             raise _weights_error(str(path), path, err) from err
-        return _finish(model, tok, fam, name=path.resolve().name, source="local", requested=name, device=device)
+        return _finish(model, tok, fam, name=_local_name(path.resolve(), model.config, tok), source="local",
+                       requested=name, device=device)
     if path.exists():
         raise OSError(f"{name!r} is a file, not a model folder: give the folder that model.save_pretrained() wrote "
                       f"(config.json, the weights and the tokenizer files). {_choices()}")

@@ -833,6 +833,9 @@ def token_attention(
     numpy.ndarray, float32, shape (H, n, n)
         Rows = query position, columns = key position; each row sums to 1.
     """
+    from .models import check_eval
+
+    check_eval(enc, "token_attention")
     enc.check_layer(layer)
     n = _int_arg("n", n, 1, enc.max_positions)
     n_seqs = _int_arg("n_seqs", n_seqs, 1, 10**6)

@@ -459,14 +459,14 @@ def mix_chunk(enc: Any, texts: str | os.PathLike, out: Path, meta: dict[str, Any
     The one computation of a chunk, for :func:`stream_mixing` and for each worker of :mod:`mixlib.stream_ray`;
     masking, truncation and special tokens follow ``meta`` (the run's ``stream.json``).
     """
-    from .data import mask_tokens, special_tokens_as_text
+    from .data import mask_tokens
     from .mixing import decompose
 
     first = k * meta["chunk_size"]
     try:
-        with special_tokens_as_text(enc.tokenizer, not meta["keep_special_tokens"]), warnings_at_lines(texts, lines):
+        with warnings_at_lines(texts, lines):
             batch = mask_tokens(enc, chunk, rate=meta["rate"], seed=meta["seed"], max_length=meta["max_length"],
-                                count=meta["count"], first_index=first)
+                                count=meta["count"], first_index=first, keep_special_tokens=meta["keep_special_tokens"])
     except ValueError as err:
         raise at_line(err, texts, lines) from None
     batch.pop("masked", None)

@@ -412,9 +412,26 @@ def test_literal_special_tokens_are_text_unless_kept(packaged_enc):
     assert not special & set(ids[1:-1])
     assert tok.convert_ids_to_tokens(ids[1:6]) == ["the", "[", "mask", "]", "sat"]
     assert tok.split_special_tokens is False  # restored
-    with cli.special_tokens_as_text(tok, enabled=False):
-        kept = mixlib.tokenize(packaged_enc, text)["input_ids"][0].tolist()
+    assert mixlib.tokenize(packaged_enc, text)["input_ids"][0].tolist() == ids  # the library's default: the same rule
+    kept = mixlib.tokenize(packaged_enc, text, keep_special_tokens=True)["input_ids"][0].tolist()
     assert kept.count(tok.mask_token_id) == 1 and kept.count(tok.sep_token_id) == 2
+
+
+def test_kept_literal_special_tokens_are_never_masked_nor_counted(packaged_enc):
+    """Issue 53: with --keep-special-tokens a literal [SEP]/[CLS] could be chosen for masking, and literal [MASK]s
+    counted toward the quota."""
+    import mixlib
+
+    tok = packaged_enc.tokenizer
+    text = "[SEP] [CLS] [MASK] [MASK] one two three four five six seven eight nine ten [SEP] [CLS]"
+    specials = set(tok.all_special_ids)
+    for seed in range(40):
+        batch = mixlib.mask_tokens(packaged_enc, [text], rate=0.3, seed=seed, keep_special_tokens=True)
+        ids, masked = batch["input_ids"][0], batch["masked"][0]
+        chosen = mixlib.tokenize(packaged_enc, [text], keep_special_tokens=True)["input_ids"][0][masked]
+        assert not specials & set(chosen.tolist()), seed  # only the ten words can be chosen
+        assert int(masked.sum()) == 3  # floor(0.3 * 10): the ten words, not the 18 tokens between [CLS] and [SEP]
+        assert int((ids == tok.mask_token_id).sum()) == 3 + 2  # the two literal masks stay, unchosen
 
 
 def test_mixing_reads_literal_masks_as_text(tmp_path, packaged_enc):
@@ -430,8 +447,7 @@ def test_mixing_reads_literal_masks_as_text(tmp_path, packaged_enc):
     # the library agrees with the run that read [MASK] as text
     import mixlib
 
-    with cli.special_tokens_as_text(packaged_enc.tokenizer):
-        batch = mixlib.mask_tokens(packaged_enc, ["A [MASK] is not a mask here."], rate=0.12, seed=0)
+    batch = mixlib.mask_tokens(packaged_enc, ["A [MASK] is not a mask here."], rate=0.12, seed=0)  # issue 53: one rule
     assert int((batch["input_ids"] == packaged_enc.tokenizer.mask_token_id).sum()) == int(batch["masked"].sum())
     expected = mixlib.mixing_table(mixlib.decompose(packaged_enc, batch, vectors=False))
     got = pd.read_csv(tmp_path / "o0" / "mixing_ratio_by_layer.csv", index_col="layer")

@@ -130,11 +130,33 @@ def test_each_load_gives_a_model_of_its_own():
         first.module(2, "value").weight.zero_()  # the ablation
     assert not torch.allclose(mixlib.decompose(first, batch, vectors=False).ratio, before)
     again = load_encoder(PACKAGED_MODEL, device="cpu")
-    assert again is not first and again.model is not first.model and again.tokenizer is first.tokenizer
+    assert again is not first and again.model is not first.model and again.tokenizer is not first.tokenizer
     for name, value in again.model.state_dict().items():
         torch.testing.assert_close(value, real[name], rtol=0, atol=0, msg=name)
     torch.testing.assert_close(mixlib.decompose(again, batch, vectors=False).ratio, before, rtol=0, atol=0)
     assert first.module(2, "value").weight.abs().sum() == 0  # the first one stays as its owner left it
+
+
+def test_nothing_an_encoder_hands_out_reaches_another_result():
+    """Issue 53: what load_encoder hands out besides the model: the tokenizer was shared by every load, and the
+    embedding matrices were views of the weights, so a change to one result reached every later one."""
+    first = load_encoder(PACKAGED_MODEL, device="cpu")
+    batch = mixlib.tokenize(first, ["The cat sat on the mat.", "A dog."])
+    before = mixlib.decompose(first, batch, vectors=False).ratio
+    E, P = first.word_embeddings(), first.position_embeddings()
+    W, b = first.projection(0, "value")
+    E -= E.mean(0)  # what a student centring the embeddings writes
+    P.zero_()
+    W.zero_()
+    b.zero_()
+    torch.testing.assert_close(mixlib.decompose(first, batch, vectors=False).ratio, before, rtol=0, atol=0, equal_nan=True)
+    assert first.word_embeddings().mean(0).abs().max() > 1e-3  # the model's own matrix is untouched
+    first.tokenizer.padding_side = "left"  # one encoder's tokenizer changed ...
+    first.tokenizer.add_tokens(["zzqword"])
+    again = load_encoder(PACKAGED_MODEL, device="cpu")
+    assert again.tokenizer.padding_side == "right" and "zzqword" not in again.tokenizer.get_vocab()  # ... not another's
+    torch.testing.assert_close(mixlib.decompose(again, mixlib.tokenize(again, ["The cat sat on the mat.", "A dog."]),
+                                                vectors=False).ratio, before, rtol=0, atol=0, equal_nan=True)
 
 
 def test_a_folder_saved_over_is_read_again(tmp_path):
@@ -660,6 +682,36 @@ def test_an_offline_typo_of_a_known_name_is_an_error(name, near, tmp_path):
     assert "Choices:" in proc.stdout and "[mixlib]" not in proc.stdout
     # a well-known name that is close to another (bert-base-cased ~ bert-base-uncased) is no typo: it falls back
     assert models._typo_of("bert-base-cased") == [] and models._typo_of("bert-base-uncased") == []
+
+
+def test_a_folder_named_like_the_papers_model_is_not_taken_for_it(tmp_path, monkeypatch, capsys):
+    """Issue 53: a local folder *named* bert-base-uncased was labelled as the paper's model and compared with the
+    paper's table. The name now follows the configuration: one that is not the model's is labelled with its path."""
+    from conftest import make_random_encoder
+
+    from mixlib import cli, models
+
+    enc = make_random_encoder(layers=1, heads=2, d=32)  # another model, under the paper model's name
+    folder = tmp_path / "bert-base-uncased"
+    enc.model.save_pretrained(folder)
+    enc.tokenizer.save_pretrained(folder)
+    loaded = load_encoder(folder, device="cpu")
+    assert loaded.name == str(folder) and loaded.name != "bert-base-uncased"
+    texts = tmp_path / "t.txt"
+    texts.write_text("The cat sat on the mat.\nA dog ran.\n", encoding="utf-8")
+    assert cli.main(["mixing", "--model", str(folder), "--device", "cpu", "--texts", str(texts),
+                     "--out", str(tmp_path / "o")]) == 0
+    run = json.loads((tmp_path / "o" / "run.json").read_text(encoding="utf-8"))
+    assert run["model"] == str(folder) and run["paper_diff"] is False
+    # a folder whose configuration is the known model's keeps the name (here the tiny model plays the known one)
+    tiny = {"model_type": "bert", "num_hidden_layers": 1, "num_attention_heads": 2, "hidden_size": 32,
+            "intermediate_size": enc.model.config.intermediate_size, "max_position_embeddings": 512, "vocab_size": 30522,
+            "type_vocab_size": 2, "hidden_act": "gelu", "lowercase": True}
+    monkeypatch.setitem(models.KNOWN_CONFIGS, "bert-base-uncased", tiny)
+    assert models._local_name(folder, enc.model.config, enc.tokenizer) == "bert-base-uncased"
+    monkeypatch.setitem(models.KNOWN_CONFIGS, "bert-base-uncased", {**tiny, "lowercase": False})  # a cased tokenizer
+    assert models._local_name(folder, enc.model.config, enc.tokenizer) == str(folder)
+    assert models._local_name(tmp_path / "my-bert", enc.model.config, enc.tokenizer) == "my-bert"  # other names as they are
 
 
 def test_local_folder_without_tokenizer_files(tmp_path):

@@ -73,9 +73,12 @@ def sentence_vectors_by_layer(enc: Any, texts: Sequence[str], *, pooling: str = 
     One forward pass per batch serves all layers (``output_hidden_states``).
     ``pooling`` is ``"mean"`` or ``"cls"`` (see :func:`sentence_vectors`).
     """
+    from ..models import check_eval
+
     _check_texts(texts)
     if pooling not in ("mean", "cls"):
         raise ValueError(f"pooling={pooling!r}; sentence_vectors_by_layer supports 'mean' and 'cls'.")
+    check_eval(enc, "sentence_vectors_by_layer")
     out = []
     for start in range(0, len(texts), batch_size):
         batch = enc.tokenizer(list(texts[start : start + batch_size]), padding=True, truncation=True, max_length=512, return_tensors="pt")

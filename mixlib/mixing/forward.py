@@ -123,10 +123,38 @@ def _as_batch(enc: Any, batch: Any, max_length: int | None) -> dict[str, torch.T
         empty = torch.nonzero(out["attention_mask"].sum(1) == 0).flatten().tolist()
         if empty:
             raise ValueError(f"sequence(s) {empty[:5]} have no real token (attention_mask all 0).")
+        _check_padding(enc, out)
         return out
     from ..data import tokenize
 
     return tokenize(enc, batch, max_length=max_length)
+
+
+def _check_padding(enc: Any, batch: dict[str, torch.Tensor]) -> None:
+    """The batch is padded as the tokenizer pads it for this model; else one ValueError naming the sequence.
+
+    Real tokens first, then padding (the positions of a left-padded sequence differ from its own, and so do its
+    numbers); the padding holds the pad token and no real token is one (a pad token counted as real, or a real
+    token hidden by the mask, changes that sequence's numbers silently).
+    """
+    am = batch["attention_mask"].bool()
+    n_real = am.sum(1)
+    right = torch.arange(am.shape[1])[None] < n_real[:, None]
+    bad = torch.nonzero((am != right).any(1)).flatten().tolist()
+    if bad:
+        raise ValueError(f"sequence {bad[0]} of the batch is not padded on the right (attention_mask must be 1s, "
+                         "then 0s); pass the batch the tokenizer makes (mixlib.tokenize or mixlib.mask_tokens), with "
+                         "padding_side='right'.")
+    pad = getattr(enc.tokenizer, "pad_token_id", None)
+    if pad is None:
+        return
+    ids = batch["input_ids"]
+    for where, wrong, what in ((~am, ids != int(pad), "padding (attention_mask 0) that is not the pad token"),
+                               (am, ids == int(pad), "the pad token where attention_mask is 1")):
+        rows = torch.nonzero((where & wrong).any(1)).flatten().tolist()
+        if rows:
+            raise ValueError(f"sequence {rows[0]} of the batch has {what}: its attention_mask does not match its "
+                             "input_ids; pass the batch the tokenizer makes (mixlib.tokenize or mixlib.mask_tokens).")
 
 
 def _available_memory() -> int | None:

@@ -25,10 +25,15 @@ PRECISIONS = (torch.float32, torch.float64)
 def check_precision(enc: Any, what: str) -> torch.dtype:
     """The dtype ``enc.model`` computes in, if an analysis can be exact in it; else one ValueError naming it.
 
+    A model in ``train()`` mode is refused first (:func:`mixlib.models.check_eval`).
+
     float32 and float64 are analysed (float64 results are returned as float32,
     like all results); float16 and bfloat16, and a model on the meta device
     (no values), are refused with what to do.
     """
+    from ..models import check_eval
+
+    check_eval(enc, what)  # every analysis that runs the model passes here or calls it itself
     params = list(enc.model.parameters())
     if not params:
         raise ValueError(f"{what}: enc.model has no parameters; give a BERT-family encoder.")

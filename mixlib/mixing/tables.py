@@ -50,6 +50,18 @@ def _interval(samples: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
     return lo, hi
 
 
+#: An interval resting on fewer sequences than this is left out (NaN, with a warning): a bootstrap over one
+#: sequence draws it every time, and its "95%" interval has zero width.
+MIN_SEQUENCES = 2
+
+
+def _warn_thin(cells: list[str], ci: float) -> None:
+    if cells:
+        warnings.warn(f"the {float(ci):.0%} interval of {', '.join(cells[:6])}{' ...' if len(cells) > 6 else ''} rests "
+                      f"on fewer than {MIN_SEQUENCES} sequences and is left out (NaN): a bootstrap cannot measure how "
+                      "the number would move with other texts; analyse more texts.", UserWarning, stacklevel=3)
+
+
 def _with_ci(estimate: Any, low: Any, high: Any, name: str) -> Any:
     import pandas as pd
 
@@ -129,6 +141,9 @@ def layer_means(
         with np.errstate(invalid="ignore", divide="ignore"):
             boot = np.einsum("lb,rb->lr", filled, w) / np.einsum("lb,rb->lr", present.astype(float), w)  # (L, R)
         out["low"], out["high"] = _interval(boot, ci)
+        thin = (present.sum(axis=1) < MIN_SEQUENCES) & (present.sum(axis=1) > 0)  # (L,): an absent cell is NaN anyway
+        out["low"][thin] = out["high"][thin] = np.nan
+        _warn_thin([f"layer {li}" for li in np.flatnonzero(thin)], ci)
     return pd.DataFrame(out, index=pd.Index(range(per_seq.shape[0]), name="layer"))
 
 
@@ -206,7 +221,7 @@ def mixing_table(
     groups = {OVERALL: real, **{c: (cats == c) & real for c in category_names()}}
     L = len(mixing.layers)
     counts = bootstrap_counts(mixing.n_sequences, n_boot, seed).astype(float) if ci is not None else None  # (R, B)
-    table, low, high = {}, {}, {}
+    table, low, high, thin = {}, {}, {}, []
     for name, sel in groups.items():
         per_seq = sequence_means(vals, real, select=sel)  # (L, B); NaN where the category is absent
         present = sel.any(axis=1)  # (B,)
@@ -216,6 +231,11 @@ def mixing_table(
             with np.errstate(invalid="ignore", divide="ignore"):
                 boot = (np.where(present[None], per_seq, 0.0) @ w.T) / w.sum(axis=1)[None]  # (L, R)
             low[name], high[name] = _interval(boot, ci)
+            if 0 < present.sum() < MIN_SEQUENCES:
+                low[name], high[name] = np.full(L, np.nan), np.full(L, np.nan)
+                thin.append(name)
+    if ci is not None:
+        _warn_thin(thin, ci)
     index = pd.Index(list(mixing.layers), name="layer")
     scale = 100.0 if percent else 1.0
     df = pd.DataFrame(table, index=index) * scale
@@ -235,10 +255,12 @@ def mixing_summary(mixing: Mixing, *, percent: bool = True, ci: float | None = N
         Report percentages, as Table 1 does; False gives fractions.
     ci : float, optional
         Also return a seeded bootstrap confidence interval over sequences at
-        this level (see :func:`mixing_table`). The interval of the mean is the
-        one to read; those of max and min are given for completeness but a
-        bootstrap cannot see values beyond the sample's own extremes, so they
-        understate the uncertainty of extremes.
+        this level (see :func:`mixing_table`) -- for the mean only. Max and min
+        get none (``low`` and ``high`` are NaN): a resample can never pass the
+        sample's own extreme, so a percentile bootstrap of an extreme always
+        ends at the estimate and would claim a certainty it does not have.
+        With fewer than two sequences the mean gets none either (NaN and a
+        warning).
     n_boot : int, default 1000
     seed : int, default 0
 
@@ -265,18 +287,13 @@ def mixing_summary(mixing: Mixing, *, percent: bool = True, ci: float | None = N
             full = mixing.metric(name).double().numpy()  # (L, B, N)
             sums = np.where(real_np[None], full, 0.0).sum(axis=(0, 2))  # (B,)
             n_tok = real_np.sum(axis=1) * full.shape[0]  # (B,)
-            seq_max = np.where(real_np[None], full, -np.inf).max(axis=(0, 2))  # (B,)
-            seq_min = np.where(real_np[None], full, np.inf).min(axis=(0, 2))  # (B,)
-            drawn = counts > 0  # (R, B)
-            boot = {
-                "mean": (counts @ sums) / (counts @ n_tok),
-                "max": np.where(drawn, seq_max[None], -np.inf).max(axis=1),
-                "min": np.where(drawn, seq_min[None], np.inf).min(axis=1),
-            }
-            lows[RATIO_METRICS[name]], highs[RATIO_METRICS[name]] = {}, {}
-            for stat, samples in boot.items():
-                lo, hi = _interval(samples, ci)
-                lows[RATIO_METRICS[name]][stat], highs[RATIO_METRICS[name]][stat] = float(lo), float(hi)
+            lo, hi = _interval((counts @ sums) / (counts @ n_tok), ci)
+            if mixing.n_sequences < MIN_SEQUENCES:
+                lo = hi = np.nan
+            lows[RATIO_METRICS[name]] = {"mean": float(lo), "max": np.nan, "min": np.nan}  # no honest bootstrap of an extreme
+            highs[RATIO_METRICS[name]] = {"mean": float(hi), "max": np.nan, "min": np.nan}
+    if counts is not None and mixing.n_sequences < MIN_SEQUENCES:
+        _warn_thin(["the mean"], ci)
     scale = 100.0 if percent else 1.0
 
     def frame(d: dict) -> Any:
