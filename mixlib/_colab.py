@@ -229,9 +229,12 @@ def editable_from(clone: str) -> bool:
         direct = json.loads(metadata.distribution(SELF).read_text("direct_url.json") or "{}")
     except (metadata.PackageNotFoundError, ValueError):
         return False
-    url = direct.get("url", "")
-    return bool(direct.get("dir_info", {}).get("editable")) and url.startswith("file://") and \
-        os.path.realpath(url.removeprefix("file://")) == os.path.realpath(clone)
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
+
+    url = urlparse(direct.get("url", ""))  # percent-encoded: a clone path with a space is file:///content/my%20book
+    return bool(direct.get("dir_info", {}).get("editable")) and url.scheme == "file" and \
+        os.path.realpath(url2pathname(url.path)) == os.path.realpath(clone)
 
 
 def _build_flags(clone: str, installed: dict[str, str]) -> list[str]:

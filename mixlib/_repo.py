@@ -38,7 +38,10 @@ COLAB_DIR = "/content/mixbook"
 #: installer run without a shell (a URL or folder with spaces is one argument), git never asks for a
 #: password (``GIT_TERMINAL_PROMPT=0``: a wrong or private URL fails at once) and gives up on a stalled
 #: transfer, and each step has a time limit. Running the cell again is harmless, offline too (the clone
-#: stays as it was, and the installer sees mixlib already installed from it). Outside Colab it does nothing.
+#: stays as it was, and the installer sees mixlib already installed from it). An interrupted step (the stop
+#: button, a time limit) never blocks the next run: the first clone goes into ``<dir>.partial`` and is
+#: renamed only when complete (a leftover is removed), and the lock files a killed git leaves in an existing
+#: clone are removed before it is updated. Outside Colab it does nothing.
 INSTALL_CELL = f"""\
 # Colab で開いたときだけ、このリポジトリ（mixlib とデータ）を入れる。Colab にあるもの（torch など）は替えない。
 # 何度実行してもよい（前に入れたものは最新にする）。別の複製を使うときは環境変数 {REPO_URL_ENV} に URL を入れる。
@@ -60,15 +63,26 @@ if "google.colab" in sys.modules:
     REPO_DIR = os.environ.get("{REPO_DIR_ENV}", "{COLAB_DIR}")
     GIT = ["git", "-c", "http.lowSpeedLimit=1000", "-c", "http.lowSpeedTime=30"]
     if os.path.isdir(os.path.join(REPO_DIR, ".git")):
+        for lock in ("shallow.lock", "index.lock"):  # left by a git that the stop button or a time limit killed
+            if os.path.exists(os.path.join(REPO_DIR, ".git", lock)):
+                os.remove(os.path.join(REPO_DIR, ".git", lock))
         got = run(*GIT, "-C", REPO_DIR, "fetch", "-q", "--depth", "1", REPO_URL, "{REPO_BRANCH}")
         if got.returncode == 0:
             got = run("git", "-C", REPO_DIR, "reset", "-q", "--hard", "FETCH_HEAD")
         if got.returncode != 0:
             print("更新できなかったので、前に入れた版のまま進む:", (got.stderr.strip().splitlines() or ["?"])[-1])
-    else:
-        got = run(*GIT, "clone", "-q", "--depth", "1", "--branch", "{REPO_BRANCH}", REPO_URL, REPO_DIR)
+    elif os.path.exists(REPO_DIR) and os.listdir(REPO_DIR):
+        raise Stop(f"{{REPO_DIR}} は git の複製ではないファイルを含む: 消すか、環境変数 {REPO_DIR_ENV} で別の場所を指定する。")
+    else:  # cloned beside it and renamed at the end: an interrupted clone never looks like one
+        import shutil
+
+        PARTIAL = REPO_DIR.rstrip("/") + ".partial"
+        shutil.rmtree(PARTIAL, ignore_errors=True)  # what an interrupted clone left
+        got = run(*GIT, "clone", "-q", "--depth", "1", "--branch", "{REPO_BRANCH}", REPO_URL, PARTIAL)
         if got.returncode != 0:
+            shutil.rmtree(PARTIAL, ignore_errors=True)
             raise Stop(f"{{REPO_URL}} を取得できなかった: {{(got.stderr.strip().splitlines() or ['?'])[-1]}}")
+        os.replace(PARTIAL, REPO_DIR)
     done = run(sys.executable, os.path.join(REPO_DIR, "mixlib", "_colab.py"), REPO_DIR, timeout=1800)
     print((done.stdout + done.stderr).strip())
     if done.returncode != 0:

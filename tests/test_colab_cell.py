@@ -175,6 +175,8 @@ def _run_cell(monkeypatch, *, colab: bool, git_rc: int = 0, returncode: int = 0,
         calls.append(list(argv))
         assert kw["timeout"] > 0 and kw["env"]["GIT_TERMINAL_PROMPT"] == "0" and "shell" not in kw
         if argv[0] == "git":
+            if "clone" in argv and not git_rc:
+                (Path(argv[-1]) / ".git").mkdir(parents=True)  # what a clone leaves
             return subprocess.CompletedProcess(argv, git_rc, "", "fatal: could not read from remote\n" if git_rc else "")
         return subprocess.CompletedProcess(argv, returncode, stdout, "")
 
@@ -201,10 +203,12 @@ def test_on_colab_the_cell_clones_then_updates(monkeypatch, tmp_path, capsys):
     monkeypatch.delenv(REPO_URL_ENV, raising=False)
     calls, ns = _run_cell(monkeypatch, colab=True, stdout="mixlib 0.1.0 を入れた（…）。\n")
     installer = [sys.executable, str(clone / "mixlib" / "_colab.py"), str(clone)]  # the kernel's own interpreter
-    assert calls == [[*GIT_SPEED, "clone", "-q", "--depth", "1", "--branch", REPO_BRANCH, REPO_URL, str(clone)], installer]
+    partial = f"{clone}.partial"  # cloned beside it, renamed when complete
+    assert calls == [[*GIT_SPEED, "clone", "-q", "--depth", "1", "--branch", REPO_BRANCH, REPO_URL, partial], installer]
+    assert (clone / ".git").is_dir() and not os.path.exists(partial)
     assert sys.path[0] == str(clone)
     assert capsys.readouterr().out == "mixlib 0.1.0 を入れた（…）。\n"  # the installer's one line, nothing else
-    (clone / ".git").mkdir(parents=True)  # an earlier clone: fetched and reset, not cloned again
+    # an earlier clone: fetched and reset, not cloned again
     monkeypatch.setenv(REPO_URL_ENV, "https://example.invalid/fork")
     calls, _ = _run_cell(monkeypatch, colab=True)
     assert calls == [[*GIT_SPEED, "-C", str(clone), "fetch", "-q", "--depth", "1", "https://example.invalid/fork", REPO_BRANCH],
@@ -252,6 +256,66 @@ def test_on_colab_a_step_that_hangs_is_stopped(monkeypatch, tmp_path):
     with pytest.raises(Exception, match="git が 300 秒で終わらなかった") as stop:
         exec(compile(INSTALL_CELL, "<install cell>", "exec"), {})  # noqa: S102
     assert len(stop.value._render_traceback_()) == 1
+
+
+def _origin(tmp_path: Path, files: dict[str, str]) -> str:
+    """A tiny repository with one commit on the book's branch; its file:// URL (so that --depth works)."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    subprocess.run([*GIT, "init", "-q", "-b", REPO_BRANCH, str(origin)], check=True)
+    for name, text in files.items():
+        (origin / name).write_text(text)
+    subprocess.run([*GIT, "-C", str(origin), "add", "-A"], check=True)
+    subprocess.run([*GIT, "-C", str(origin), "commit", "-q", "-m", "one"], check=True)
+    return origin.as_uri()
+
+
+def _run_cell_with_git(monkeypatch):
+    """The cell with the real git; the installer only recorded."""
+    real = subprocess.run
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+
+    def run(argv, **kw):
+        if argv[0] == "git":
+            return real(argv, **kw)
+        return subprocess.CompletedProcess(argv, 0, "mixlib を入れた。", "")
+
+    monkeypatch.setattr(subprocess, "run", run)
+    exec(compile(INSTALL_CELL, "<install cell>", "exec"), {})  # noqa: S102 - the cell under test
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_an_interrupted_clone_never_blocks_the_next_run(monkeypatch, tmp_path, capsys):
+    """Issue 53: a first clone stopped by the stop button (or the 300 s limit) left .git/shallow.lock, and every later
+    run failed the same way with no hint. Both kinds of leftover now give way to the next run."""
+    url = _origin(tmp_path, {"pyproject.toml": "[project]\nname = 'x'\n"})
+    monkeypatch.setenv(REPO_URL_ENV, url)
+    # 1. what this cell leaves when its first clone is killed: a .partial folder, removed and cloned again
+    clone = tmp_path / "mixbook"
+    monkeypatch.setenv(REPO_DIR_ENV, str(clone))
+    (tmp_path / "mixbook.partial" / ".git").mkdir(parents=True)
+    (tmp_path / "mixbook.partial" / ".git" / "shallow.lock").write_text("")
+    _run_cell_with_git(monkeypatch)
+    assert (clone / "pyproject.toml").is_file() and not (tmp_path / "mixbook.partial").exists()
+    # 2. what the cell before this one left (a clone killed inside its folder), or a killed update: stale locks
+    old = tmp_path / "old"
+    subprocess.run([*GIT, "init", "-q", str(old)], check=True)
+    (old / ".git" / "shallow.lock").write_text("")
+    (old / ".git" / "index.lock").write_text("")
+    monkeypatch.setenv(REPO_DIR_ENV, str(old))
+    _run_cell_with_git(monkeypatch)
+    out = capsys.readouterr().out
+    assert (old / "pyproject.toml").is_file(), out  # fetched and reset: the worktree is there
+    assert "更新できなかった" not in out
+    # 3. a folder that is not a clone is never cloned over: one line says what to do
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    monkeypatch.setenv(REPO_DIR_ENV, str(other))
+    with pytest.raises(Exception, match=f"git の複製ではないファイルを含む.*{REPO_DIR_ENV}") as stop:
+        _run_cell_with_git(monkeypatch)
+    assert len(stop.value._render_traceback_()) == 1 and (other / "notes.txt").read_text() == "mine"
 
 
 def test_install_cell_defaults_to_the_public_repository():

@@ -173,6 +173,9 @@ def test_editable_from_reads_pep_610(monkeypatch, tmp_path):
     assert _colab.editable_from(str(tmp_path)) and not _colab.editable_from(str(tmp_path / "other"))
     url["dir_info"] = {}
     assert not _colab.editable_from(str(tmp_path))  # a regular install is not "from this clone"
+    spaced = tmp_path / "my book"  # issue 53: pip writes file:///.../my%20book; it never matched the clone
+    url = {"url": spaced.as_uri(), "dir_info": {"editable": True}}
+    assert "%20" in url["url"] and _colab.editable_from(str(spaced))
 
 
 def test_the_ranges_accept_colabs_runtime(colab_pins):
