@@ -13,12 +13,16 @@
    slower). The cluster is started before the clock starts, as a running
    cluster would be; its start-up time is printed apart. Then the driver's
    peak resident set for 1,000 and 10,000 sequences (goal: within 1.2x).
+4. A long line (issue 53): the peak resident set of ``stream-mixing`` (the packaged model) on 200 sentence pairs,
+   and on the same file with one 6.4 MB line of words in the middle (goal: within 1.2x: memory follows the chunk
+   and ``--max-length``, not the longest line; before issue 53 such a line cost about 830 MiB more).
 
 Ratios and figures are printed, never asserted. Run::
 
     .venv/bin/python benchmarks/bench_stream.py            # both parts
     .venv/bin/python benchmarks/bench_stream.py --quick    # smaller throughput run
     .venv/bin/python benchmarks/bench_stream.py --ray-only # part 3 only
+    .venv/bin/python benchmarks/bench_stream.py --long-line-only # part 4 only
 """
 
 from __future__ import annotations
@@ -87,6 +91,28 @@ def run_one(n: int, layers: int, heads: int, d: int, chunk: int, engine: str = "
             "startup": startup}
 
 
+def run_long(chars: int) -> dict:
+    """``python -m mixlib stream-mixing`` in this process on 200 pairs, with one line of ``chars`` characters (0: none)."""
+    import random
+
+    from mixlib.cli import main as cli
+
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.txt"
+        write_corpus(corpus, 200)
+        if chars:
+            rng = random.Random(0)
+            words = ["the", "cat", "sat", "on", "mat", "paris", "capital", "running", "unbelievable", "x"]
+            lines = corpus.read_text(encoding="utf-8").splitlines(keepends=True)
+            big = " ".join(rng.choice(words) for _ in range(chars // 5 + 1))[:chars]
+            corpus.write_text("".join(lines[:100]) + big + "\tA short partner.\n" + "".join(lines[100:]), encoding="utf-8")
+        t0 = time.perf_counter()
+        rc = cli(["stream-mixing", "--model", "all-MiniLM-L6-v2", "--device", "cpu", "--texts", str(corpus),
+                  "--out", str(Path(tmp) / "out")])
+        secs = time.perf_counter() - t0
+    return {"rc": rc, "seconds": secs, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
 def child(*args: str) -> dict:
     out = subprocess.run([sys.executable, __file__, "--one", *args], capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
@@ -96,8 +122,23 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--ray-only", action="store_true", help="only part 3 (the Ray engine)")
+    ap.add_argument("--long-line-only", action="store_true", help="only part 4 (a 6.4 MB line)")
     ap.add_argument("--one", nargs=6, help=argparse.SUPPRESS)
+    ap.add_argument("--one-long", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.one_long is not None:
+        print(json.dumps(run_long(args.one_long)))
+        return 0
+    if args.long_line_only or not args.ray_only:
+        runs = {chars: json.loads(subprocess.run([sys.executable, __file__, "--one-long", str(chars)], capture_output=True,
+                                                 text=True, check=True).stdout.strip().splitlines()[-1])
+                for chars in (0, 6_400_000)}
+        assert all(r["rc"] == 0 for r in runs.values()), runs
+        print(f"a long line (stream-mixing, packaged model, 200 pairs): peak RSS {runs[0]['peak_mib']:.0f} MiB without, "
+              f"{runs[6_400_000]['peak_mib']:.0f} MiB with one 6.4 MB line ({runs[0]['seconds']:.1f} s, "
+              f"{runs[6_400_000]['seconds']:.1f} s): {runs[6_400_000]['peak_mib'] / runs[0]['peak_mib']:.3f}x (goal <= 1.2x)")
+        if args.long_line_only:
+            return 0
     if args.one:
         n, layers, heads, d, chunk = map(int, args.one[:5])
         print(json.dumps(run_one(n, layers, heads, d, chunk, args.one[5])))

@@ -752,7 +752,7 @@ def cmd_clusters(args: argparse.Namespace, enc: Any, out: _Out) -> None:
     tops = [top_clusters(cs, vc, layer, head, n=args.top).assign(layer=layer, head=head)
             for layer in range(enc.n_layers) for head in range(enc.n_heads)]
     out.csv("top_clusters_by_head.csv", pd.concat(tops, ignore_index=True), index=False)
-    tm = type_map(cs, vc, top=3)
+    tm = type_map(cs, vc, top=min(3, vc.k))  # the paper's three stripes; fewer when there are fewer clusters
     out.csv("type_map.csv", pd.DataFrame(tm) if not isinstance(tm, pd.DataFrame) else tm, index_label="layer")
     out.json("run.json", {**_card(enc, args), "k": vc.k, "seed": vc.seed, "from_cache": bool(vc.from_cache)})
     plots.setup()

@@ -21,6 +21,7 @@ Sentence pairs ``(a, b)`` become ``[CLS] a [SEP] b [SEP]`` with
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -149,7 +150,12 @@ def tokenize(enc: Any, texts: Any, *, max_length: int | None = None, return_spec
         Longest sequence in tokens, special tokens included. Default: what the
         model accepts (512 for BERT). Longer input is truncated with a
         :class:`UserWarning` that says how many texts were cut (pairs are cut
-        from the longer sentence first).
+        from the longer sentence first; a pair cut to nothing of one sentence
+        is a warning of its own). A very long text (more than
+        ``max(LONG_CHARS, LONG_CHARS_PER_TOKEN * max_length)`` characters) is
+        read piece by piece, cut where no token can change, so that memory
+        follows ``max_length`` rather than the longest line; the tokens are
+        those of the whole text.
     return_special_tokens_mask : bool, default False
         Also return ``special_tokens_mask`` (1 at ``[CLS]``/``[SEP]``/padding).
     keep_special_tokens : bool, default False
@@ -190,20 +196,82 @@ def tokenize(enc: Any, texts: Any, *, max_length: int | None = None, return_spec
         return _tokenize(tok, texts, args, max_length, return_special_tokens_mask)
 
 
+#: A sentence longer than ``max(LONG_CHARS, LONG_CHARS_PER_TOKEN * max_length)`` characters is tokenized piece by
+#: piece (:func:`_bounded`): memory follows ``max_length``, not the longest line of a corpus.
+LONG_CHARS = 4096
+LONG_CHARS_PER_TOKEN = 16
+#: Tokens kept beyond ``max_length`` in a capped sentence, so that the tokenizer's own truncation decides.
+_SPARE = 8
+# where a long sentence may be cut without changing a token: the start of a whitespace run (WordPiece splits
+# there; byte-level BPE attaches the space to the next word), or after a Japanese full stop
+_CUT = re.compile(r"(?<=\S)\s|(?<=[。！？])(?=\S)")
+
+
+def _pieces(text: str, size: int) -> Iterator[str]:
+    """``text`` in consecutive pieces of at least ``size`` characters, each cut where :data:`_CUT` allows."""
+    start = 0
+    while len(text) - start > size:
+        m = _CUT.search(text, start + size)
+        if m is None:
+            break
+        yield text[start : m.start()]
+        start = m.start()
+    yield text[start:]
+
+
+def _bounded(tok: Any, text: str, size: int) -> list[tuple[int, int]]:
+    """``(end, tokens)`` after each piece of a long ``text``: its prefix ``text[:end]`` has ``tokens`` tokens (no special
+    ones), the first tokens of the whole text; the last entry is the whole text's exact count."""
+    marks, end, count = [], 0, 0
+    for piece in _pieces(text, size):
+        end += len(piece)
+        count += len(tok(piece, add_special_tokens=False, verbose=False)["input_ids"])
+        marks.append((end, count))
+    return marks
+
+
+def _capped(marks: list[tuple[int, int]], least: int) -> tuple[int, int]:
+    """The shortest prefix ``(end, tokens)`` with more than ``least`` tokens (else the whole text)."""
+    return next((m for m in marks if m[1] > least), marks[-1])
+
+
 def _tokenize(tok: Any, texts: list, args: tuple, max_length: int, return_special_tokens_mask: bool) -> dict[str, torch.Tensor]:
+    # A long sentence is replaced by a prefix cut between tokens that still holds more than max_length + _SPARE
+    # of its tokens: the model sees the same tokens, and the tokenizer never holds a whole 6 MB line. Its exact
+    # length (counted piece by piece) goes into the warning. In a pair of two long sentences the prefixes keep the
+    # order of the full lengths, which is all that longest_first truncation looks at once both are cut.
+    size = max(LONG_CHARS, LONG_CHARS_PER_TOKEN * max_length)
+    columns = [list(col) for col in args]
+    extra = [0] * len(texts)  # tokens of the full texts beyond their prefixes
+    for i in range(len(texts)):
+        marks = [_bounded(tok, col[i], size) if len(col[i]) > size else None for col in columns]
+        if all(m is None for m in marks):
+            continue
+        cut = [_capped(m, max_length + _SPARE) if m is not None else None for m in marks]
+        if len(columns) == 2 and all(m is not None for m in marks):
+            (na, nb), (ca, cb) = (marks[0][-1][1], marks[1][-1][1]), (cut[0][1], cut[1][1])
+            if na == nb:
+                continue  # equal full lengths: the whole pair, as the tokenizer would read it anyway
+            longer = 0 if na > nb else 1
+            if cut[longer][1] <= cut[1 - longer][1]:
+                cut[longer] = _capped(marks[longer], cut[1 - longer][1])
+        for col, m, c in zip(columns, marks, cut):
+            if m is not None:
+                col[i] = col[i][: c[0]]
+                extra[i] += m[-1][1] - c[1]
     # lengths without truncation, to warn about what truncation removes
-    full = tok(*args, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
-    lengths = [len(ids) for ids in full]
+    full = tok(*columns, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
+    lengths = [len(ids) + more for ids, more in zip(full, extra)]
     too_long = [i for i, n in enumerate(lengths) if n > max_length]
     if too_long:
         warnings.warn(
             f"{len(too_long)} of {len(texts)} text(s) are longer than max_length={max_length} tokens "
             f"(longest: {max(lengths)} tokens, e.g. texts[{too_long[0]}]) and were truncated to {max_length} tokens.",
             UserWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     out = tok(
-        *args,
+        *columns,
         add_special_tokens=True,
         truncation="longest_first" if too_long else False,
         max_length=max_length,
@@ -212,8 +280,28 @@ def _tokenize(tok: Any, texts: list, args: tuple, max_length: int, return_specia
         return_special_tokens_mask=return_special_tokens_mask,
         verbose=False,
     )
+    if len(columns) == 2 and too_long:
+        _warn_lost_sentences(out, too_long, max_length)
     keys = ["input_ids", "attention_mask", "token_type_ids"] + (["special_tokens_mask"] if return_special_tokens_mask else [])
     return {k: out[k].long() for k in keys if k in out}
+
+
+def _warn_lost_sentences(out: Any, rows: list[int], max_length: int) -> None:
+    """One warning per truncated pair that kept no token of one of its sentences (naming it: ``texts[i]``)."""
+    for i in rows:
+        if out.is_fast:
+            seq = out.sequence_ids(i)
+            kept = (seq.count(0), seq.count(1))
+        elif "token_type_ids" in out:  # [CLS] a [SEP] (type 0) b [SEP] (type 1)
+            real = out["attention_mask"][i].bool()
+            types = out["token_type_ids"][i][real]
+            kept = (int((types == 0).sum()) - 2, int((types == 1).sum()) - 1)
+        else:  # pragma: no cover - a slow tokenizer without segment ids
+            continue
+        for which, n in zip(("first", "second"), kept):
+            if n == 0:
+                warnings.warn(f"texts[{i}]: truncating the pair to max_length={max_length} tokens left nothing of its "
+                              f"{which} sentence; give a larger max_length.", UserWarning, stacklevel=4)
 
 
 #: How :func:`mask_tokens` turns ``rate * n`` into a count: ``"floor"`` (the official code) or ``"round"``.

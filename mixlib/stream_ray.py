@@ -20,8 +20,10 @@ polars datasets) read either. What Ray adds is the scheduling:
   missing.
 * **The driver stays small**: it reads the text file lazily (checking each
   chunk against the digests of the first pass, as the stream does) and
-  stages each chunk's texts as a small JSON file under ``.ray-input/`` in the
-  output folder, so the dataset holds only chunk numbers. The output folder
+  stages each chunk's texts as a small JSON file under
+  ``.ray-input/<host>~<pid>/`` in the output folder, so the dataset holds
+  only chunk numbers; it is removed when the run ends, and a killed driver's
+  is removed by the next run of either engine on that machine. The output folder
   must be one all workers see (a shared file system on a real cluster), as
   for ``--shard`` runs.
 

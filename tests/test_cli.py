@@ -156,6 +156,11 @@ def test_clusters_command(tmp_path, monkeypatch):
     tops = pd.read_csv(out / "top_clusters_by_head.csv")
     assert len(tops) == 6 * 12 * 5
     assert (out / "type_map.png").stat().st_size > 0
+    # issue 53: --k 1 or 2 ran the whole k-means, then failed on a top=3 the user never gave
+    for k in ("1", "2"):
+        assert cli.main(["clusters", *MODEL, "--k", k, "--upper-k", k, "--top", "1", "--out", str(tmp_path / k)]) == 0
+        tm = pd.read_csv(tmp_path / k / "type_map.csv", index_col="layer")
+        assert tm.shape == (6, 12) and tm.iloc[0, 0].count("'") == 2 * int(k)  # each cell: k type names
 
 
 def test_positional_command(tmp_path, packaged_enc):

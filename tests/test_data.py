@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -192,3 +194,69 @@ def test_analogy_en_file_format_and_single_tokens(packaged_enc):
     assert all(w.isascii() and w.isalpha() and w.islower() for w in words)
     vocab = packaged_enc.tokenizer.get_vocab()
     assert not sorted(w for w in words if w not in vocab), "every word must be one whole-word token"
+
+
+def _reference(tok, texts, max_length):
+    """The tokenizer itself on the whole texts (what tokenize did before issue 53): the numbers must not move."""
+    pairs = isinstance(texts[0], tuple)
+    args = ([a for a, _ in texts], [b for _, b in texts]) if pairs else (texts,)
+    with mixlib.data.special_tokens_as_text(tok):
+        out = tok(*args, truncation="longest_first", max_length=max_length, padding="longest", return_tensors="pt")
+    return out
+
+
+def test_long_lines_are_tokenized_piece_by_piece_with_the_same_result(tiny_enc, monkeypatch):
+    """Issue 53: a 6.4 MB line cost stream-mixing 1 GB, because every text was tokenized in full to warn about
+    truncation. A long sentence is now read in pieces (the tokenizer never sees more than a piece, plus the prefix
+    the model keeps), with exactly the tokens, lengths and truncation of the whole text."""
+    monkeypatch.setattr(mixlib.data, "LONG_CHARS", 300)
+    monkeypatch.setattr(mixlib.data, "LONG_CHARS_PER_TOKEN", 2)  # a piece: 300 characters here
+    rng = np.random.default_rng(0)
+    words = ["the", "cat", "unbelievable", "Tokyo,", "ran.", "x", "running", "「東京」", "。", "  spaced"]
+
+    def text(n_words):
+        return " ".join(rng.choice(words, size=n_words))
+
+    tok = tiny_enc.tokenizer
+    seen = []
+    call = type(tok).__call__
+
+    def recording(self, *args, **kw):
+        seen.extend(len(a) for arg in args for a in (arg if isinstance(arg, list) else [arg]) if isinstance(a, str))
+        return call(self, *args, **kw)
+
+    monkeypatch.setattr(type(tok), "__call__", recording)
+    long, longer = text(3000), text(4000)
+    cases = [
+        [long, "short one.", text(40)],  # single texts, one long
+        [(long, "short partner."), ("a.", "b.")],  # a pair, its first sentence long
+        [("short first.", longer), (text(20), text(25))],  # its second long
+        [(long, longer), (longer, long)],  # both long, either way round
+        [(text(3000), text(10))] * 2,
+    ]
+    for texts in cases:
+        seen.clear()
+        with pytest.warns(UserWarning, match=r"truncated to 64 tokens"):
+            got = tokenize(tiny_enc, texts, max_length=64)
+        assert max(seen) < 2 * 300 + 200, max(seen)  # never a whole long line
+        want = _reference(tok, texts, 64)
+        for key in ("input_ids", "attention_mask", "token_type_ids"):
+            assert torch.equal(got[key], want[key]), (key, texts[0][:1])
+    # the warning still gives the whole text's length, counted piece by piece
+    full = len(call(tok, long, add_special_tokens=True)["input_ids"])
+    with pytest.warns(UserWarning, match=rf"longest: {full} tokens"):
+        tokenize(tiny_enc, [long], max_length=64)
+
+
+def test_a_pair_truncated_to_nothing_of_one_sentence_says_so(tiny_enc):
+    """Issue 53: pair truncation that deleted a whole sentence said nothing; it names the text (mixlib.texts turns
+    texts[i] into the file's line)."""
+    pairs = [("A fine first sentence here.", "And a second one, longer than the first."), ("a", "b")]
+    with pytest.warns(UserWarning) as caught:
+        tokenize(tiny_enc, pairs, max_length=4)  # [CLS] x [SEP] [SEP]: room for one token of the two sentences
+    lost = [str(w.message) for w in caught if "left nothing" in str(w.message)]
+    assert lost == [f"texts[{i}]: truncating the pair to max_length=4 tokens left nothing of its first sentence; "
+                    "give a larger max_length." for i in (0, 1)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tokenize(tiny_enc, pairs, max_length=64)  # no truncation, no warning

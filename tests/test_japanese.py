@@ -453,3 +453,28 @@ def test_a_japanese_model_never_falls_back_to_the_english_one(tmp_path):
     assert "no offline stand-in" in api and "hf download tohoku-nlp/bert-base-japanese-v3" in api, api
     assert "[mixlib]" not in proc.stdout  # no fallback line
     assert code == 2 and err.count("\n") == 1 and "no offline stand-in" in err and not (tmp_path / "out").exists()
+
+
+def test_long_japanese_lines_are_read_in_pieces_with_the_same_tokens(ja_env):
+    """Issue 53: a long line is tokenized piece by piece (cut after 。 where there is no space); MeCab + WordPiece
+    give the Japanese model exactly the tokens of the whole line, single texts and pairs."""
+    proc = _python(
+        """
+        import json, re, warnings, torch, mixlib, mixlib.data as d
+        nb = json.load(open("notebooks/13_japanese.ipynb", encoding="utf-8"))
+        prose = re.sub(r"\\s+", "", "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"))
+        prose = prose[:12000]
+        ja = mixlib.load_encoder("tohoku-nlp/bert-base-japanese-v3")
+        d.LONG_CHARS, d.LONG_CHARS_PER_TOKEN = 300, 2
+        warnings.simplefilter("ignore")
+        tok = ja.tokenizer
+        for texts in ([prose, "短い文。"], [(prose[:5000], prose[3000:9000]), ("一つ目。", prose)]):
+            args = ([a for a, _ in texts], [b for _, b in texts]) if isinstance(texts[0], tuple) else (texts,)
+            for ml in (64, 512):
+                got = mixlib.tokenize(ja, texts, max_length=ml)["input_ids"]
+                with d.special_tokens_as_text(tok):
+                    want = tok(*args, truncation="longest_first", max_length=ml, padding="longest", return_tensors="pt")
+                assert torch.equal(got, want["input_ids"]), (ml, texts[0][:20])
+        print("OK")
+        """, ja_env)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
