@@ -219,12 +219,12 @@ def _resolved(path: Path, opt: str) -> Path:
     """``path`` with its links followed; a link that loops is bad input, in one line."""
     try:
         real = path.resolve()
-        looping = real.is_symlink()
+        looping = next((q for q in (real, *real.parents) if q.is_symlink()), None)  # left unresolved: a loop (3.13)
     except (RuntimeError, OSError) as err:
         _bad(f"{opt} {_shown(path)}: a symbolic link on the way loops or cannot be followed ({_one_line(err)}); "
              "fix or remove the link.")
-    if looping:
-        _bad(f"{opt} {_shown(path)}: the symbolic link {_shown(real)} loops; fix or remove the link.")
+    if looping is not None:
+        _bad(f"{opt} {_shown(path)}: the symbolic link {_shown(looping)} loops; fix or remove the link.")
     return real
 
 

@@ -866,6 +866,18 @@ def test_paths_that_resolve_oddly_fail_in_one_line_before_the_model(tmp_path, ca
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loop", "ro", "t.txt"]
 
 
+def test_a_loop_is_caught_by_every_python(tmp_path):
+    """Python 3.13 leaves a looping link unresolved where 3.11 raises: both are one line (torch-free: runs on 3.13)."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    for value in (loop, loop / "sub", loop / "a" / "b"):
+        with pytest.raises(cli.UsageError, match="loop"):
+            cli.check_out(str(value))
+        with pytest.raises(cli.UsageError, match="loop"):
+            cli.check_stream_out(str(value))
+    assert cli.check_out(str(tmp_path / "fine")) == tmp_path.resolve() / "fine"
+
+
 def test_maps_takes_its_limit(tmp_path, packaged_enc):
     """Issue 53: maps --limit N was ignored (every text analysed) while run.json recorded the limit."""
     import numpy as np
