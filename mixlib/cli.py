@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -161,9 +162,12 @@ def _not_its_own(out: Path) -> list[str]:
     """What ``out`` (an earlier run's output) holds besides the files that run wrote: what a replace would delete.
 
     The files are those its run.json lists (``files``); an output from before that list was kept may hold
-    plain files only. Subfolders (a stream-mixing folder put inside it), links and anything else count.
+    plain files only. Subfolders (a stream-mixing folder put inside it), links and anything else count; a
+    stream-mixing folder (its chunk files are never "that run's output" to replace) counts whole.
     """
     run = _run_record(out) or {}
+    if run.get("command") == "stream-mixing" or (out / STREAM_META).exists() or any(out.glob("chunk-*.parquet")):
+        return ["the chunk files of stream-mixing"]
     own = set(run["files"]) if isinstance(run.get("files"), list) else None
     extra = []
     with os.scandir(out) as entries:
@@ -175,8 +179,11 @@ def _not_its_own(out: Path) -> list[str]:
 
 def _remove_stale_staging(out: Path, parent: Path) -> None:
     """Remove staging folders of ``--out`` in ``parent`` left by runs that were killed (their process is gone)."""
-    for p in parent.glob(f".{out.name}{_TMP_TAG}*"):
-        pid = p.name[len(f".{out.name}{_TMP_TAG}"):].split("-", 1)[0]
+    prefix = f".{out.name}{_TMP_TAG}"
+    for p in parent.glob(glob.escape(prefix) + "*"):  # a name such as x[1] is not a pattern
+        if not p.name.startswith(prefix):
+            continue
+        pid = p.name[len(prefix):].split("-", 1)[0]
         if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
 
@@ -200,9 +207,9 @@ def real_out(value: str, opt: str = "--out") -> Path:
     """
     if not value or not value.strip():
         _bad(f"{opt} is empty; give the folder to write into, e.g. {opt} results/mixing.")
-    given = Path(os.path.normpath(Path(value).expanduser()))  # "a/b/.." -> "a": the folder's own name is needed
+    given = Path(value).expanduser()
     _check_utf8(str(given), opt)
-    out = _resolved(given, opt)  # Python 3.13 leaves a looping link unresolved instead of raising: both caught
+    out = _resolved(given, opt)  # links first, then "..", as the system reads the path ("a/b/.." -> "a")
     _check_utf8(str(out), f"{opt} {_shown(given)} is")
     if out == out.parent:
         _bad(f"{opt} {_shown(given)} is the root folder; give a folder of its own, e.g. {opt} results/mixing.")
@@ -276,22 +283,36 @@ class _OneWriter:
     def __init__(self, out: Path, *, shared: bool = False) -> None:
         from .outlock import Busy, OutLock
 
-        self.made: list[Path] = []
+        self.made: list[Path] = []  # deepest first: the folders this run made (another run may make some too)
+        self.existed = out.exists()
+        for attempt in range(3):
+            try:
+                self._make_parents(out)
+                self.lock = OutLock(out, shared=shared)
+                return
+            except Busy:
+                self._unmake()
+                _bad(f"--out {out}: another python -m mixlib run is writing into it now; wait for it to finish, "
+                     "or give another --out.")
+            except FileNotFoundError:  # a parent removed meanwhile by another run that gave up: make it again
+                if attempt == 2:
+                    raise
+            except OSError as err:
+                self._unmake()
+                _bad(f"--out {out} cannot be made there ({_one_line(err)}); give another folder.")
+
+    def _make_parents(self, out: Path) -> None:
+        missing = []
         above = out.parent
         while not above.exists():
-            self.made.append(above)
+            missing.append(above)
             above = above.parent
-        try:
-            for folder in reversed(self.made):
+        for folder in reversed(missing):
+            try:
                 folder.mkdir()
-            self.lock = OutLock(out, shared=shared)
-        except Busy:
-            self._unmake()
-            _bad(f"--out {out}: another python -m mixlib run is writing into it now; wait for it to finish, "
-                 "or give another --out.")
-        except OSError as err:
-            self._unmake()
-            _bad(f"--out {out} cannot be made there ({_one_line(err)}); give another folder.")
+            except FileExistsError:
+                continue  # another run made it: not ours to remove
+            self.made.insert(0, folder)
 
     def _unmake(self) -> None:
         for folder in self.made:  # deepest first, only while empty
@@ -307,6 +328,21 @@ class _OneWriter:
             lock.release()
         if not keep_parents:
             self._unmake()
+
+    def discard_new_folder(self, out: Path) -> None:
+        """After a failed stream-mixing run into a folder it made: remove the folder and its parents, unless a chunk
+        file is there (finished work, kept for the resume) or another shard is writing into it."""
+        import fcntl
+
+        lock = getattr(self, "lock", None)
+        if self.existed or lock is None or any(out.glob("chunk-*.parquet")):
+            return
+        try:
+            fcntl.flock(lock.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # alone with the folder?
+        except BlockingIOError:
+            return
+        shutil.rmtree(out, ignore_errors=True)
+        self.release(keep_parents=False)
 
 
 class _Out:
@@ -1133,6 +1169,8 @@ def _main(argv: Sequence[str] | None) -> int:
         if out is not None:
             out.discard()
         if writer is not None:
+            if args.command == "stream-mixing" and not done:
+                writer.discard_new_folder(args.out)
             writer.release(keep_parents=done or args.command == "stream-mixing")
         warnings.showwarning = shown
         if previous is not None:

@@ -202,9 +202,11 @@ LONG_CHARS = 4096
 LONG_CHARS_PER_TOKEN = 16
 #: Tokens kept beyond ``max_length`` in a capped sentence, so that the tokenizer's own truncation decides.
 _SPARE = 8
-# where a long sentence may be cut without changing a token: the start of a whitespace run (WordPiece splits
-# there; byte-level BPE attaches the space to the next word), or after a Japanese full stop
-_CUT = re.compile(r"(?<=\S)\s|(?<=[。！？])(?=\S)")
+# where a long sentence may be cut without changing a token: before a run of ASCII spaces (WordPiece splits there;
+# byte-level BPE attaches the space to the next word; other characters Python calls space are not spaces to every
+# tokenizer: BERT deletes U+0085 and keeps U+001F inside a word), or after a Japanese full stop followed by a
+# letter or digit (so that no run of punctuation is split)
+_CUT = re.compile(r"(?<! ) |(?<=[。！？])(?=[^\W_])")
 
 
 def _pieces(text: str, size: int) -> Iterator[str]:

@@ -820,6 +820,126 @@ def test_a_replace_rechecks_the_folder_when_it_commits(tmp_path, monkeypatch, ca
     assert cli.main(["stretch", "--device", "cpu", "--out", str(res)]) == 2
     assert "now holds late/" in capsys.readouterr().err
     assert (res / "late").is_dir() and sorted(p.name for p in tmp_path.iterdir()) == ["res"]
+    shutil.rmtree(res / "late")
+
+    def stream_arrives(args, enc, out):  # adversarial test: a stream-mixing folder copied onto --out meanwhile
+        out.json("run.json", {"command": "stretch"})
+        shutil.rmtree(res)
+        res.mkdir()
+        (res / "run.json").write_text(json.dumps({"command": "stream-mixing"}))
+        (res / "stream.json").write_text("{}")
+        (res / "chunk-0000000.parquet").write_text("finished work")
+
+    _fake_command(monkeypatch, packaged_enc, stream_arrives)
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(res)]) == 2
+    assert "now holds the chunk files of stream-mixing" in capsys.readouterr().err
+    assert (res / "chunk-0000000.parquet").read_text() == "finished work"
+    (res / "stream.json").unlink()  # even without its stream.json, a stream folder is not an output to replace
+    with pytest.raises(cli.UsageError, match="chunk files of stream-mixing"):
+        cli.check_out(str(res))
+
+
+def test_a_name_with_glob_characters_touches_no_other_runs_staging(tmp_path, monkeypatch, packaged_enc):
+    """Adversarial test (issue 53): --out 'x[1]' globbed '.x1.mixlib-tmp-*' and deleted a live run's staging folder."""
+    live = tmp_path / f".x1.mixlib-tmp-{os.getppid()}1-abc"  # a pid that glob-slicing would misread
+    live.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".x[1].mixlib-tmp-{int(dead.stdout)}-def"  # the killed run of x[1] itself: removed
+    stale.mkdir()
+    _fake_command(monkeypatch, packaged_enc, lambda args, enc, out: out.json("run.json", {"command": "stretch"}))
+    assert cli.main(["stretch", "--device", "cpu", "--out", str(tmp_path / "x[1]")]) == 0
+    assert live.is_dir() and not stale.exists() and (tmp_path / "x[1]" / "run.json").is_file()
+
+
+def test_parents_made_by_another_run_are_not_ours_to_remove(tmp_path, monkeypatch):
+    """Adversarial test (issue 53): two runs into rc/1/a and rc/1/b made the same new parents; the loser removed the
+    winner's folders and both failed. A run removes only the folders it made itself, and makes a vanished one again."""
+    from mixlib import outlock
+
+    mkdir = Path.mkdir
+
+    def raced(self, *a, **k):
+        mkdir(self, *a, **k)
+        if self == tmp_path / "rc":
+            raise FileExistsError(17, "File exists", str(self))  # the other run made it first
+
+    monkeypatch.setattr(Path, "mkdir", raced)
+    first = cli._OneWriter(tmp_path / "rc" / "1" / "a")
+    assert first.made == [tmp_path / "rc" / "1"]
+    first.release(keep_parents=False)
+    assert (tmp_path / "rc").is_dir() and not (tmp_path / "rc" / "1").exists()
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    real = outlock.OutLock
+    calls = []
+
+    def vanishing(out, **k):  # the parent removed by another run between its mkdir and the lock: made again
+        calls.append(out)
+        if len(calls) == 1:
+            raise FileNotFoundError(2, "No such file or directory")
+        return real(out, **k)
+
+    monkeypatch.setattr(outlock, "OutLock", vanishing)
+    again = cli._OneWriter(tmp_path / "rc" / "2" / "b")
+    assert len(calls) == 2 and again.lock is not None
+    again.release(keep_parents=False)
+
+
+def test_a_link_then_dot_dot_is_read_as_the_system_reads_it(tmp_path, monkeypatch):
+    """Adversarial test (issue 53): 'lnk/../x' was normalised as text (./x), not through the link (real/x)."""
+    (tmp_path / "real" / "inner").mkdir(parents=True)
+    (tmp_path / "lnk").symlink_to(tmp_path / "real" / "inner", target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    assert cli.check_out("lnk/../viaparent") == (tmp_path / "real" / "viaparent").resolve()
+    assert cli.check_out("new/../fresh") == tmp_path.resolve() / "fresh"
+
+
+def test_a_failed_first_stream_run_leaves_nothing(tmp_path, monkeypatch, capsys, packaged_enc):
+    """Adversarial test (issue 53): a stream-mixing that failed before its first chunk left --out (with its
+    stream.json) and the parent folders it made. A folder with a finished chunk is kept for the resume."""
+    import mixlib.stream
+
+    texts = _texts(tmp_path, "One text.\nAnother one.\n")
+
+    def no_model(args):
+        raise OSError("cannot load 'nosuch/x'")
+
+    monkeypatch.setattr(cli, "_encoder", no_model)
+    assert cli.main(["stream-mixing", "--texts", texts, "--device", "cpu", "--out", str(tmp_path / "p1" / "p2" / "s")]) == 2
+    monkeypatch.setattr(cli, "_encoder", lambda args: packaged_enc)
+
+    def bad_text(*a, **k):
+        raise ValueError("texts[0] has no ordinary token to mask")
+
+    monkeypatch.setattr(mixlib.stream, "mix_chunk", bad_text)
+    assert cli.main(["stream-mixing", "--texts", texts, "--device", "cpu", "--out", str(tmp_path / "q1" / "s")]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]  # no p1/, no q1/s with its stream.json
+    capsys.readouterr()
+    monkeypatch.undo()
+    monkeypatch.setattr(cli, "_encoder", lambda args: packaged_enc)
+    written = []
+    real_mix = mixlib.stream.mix_chunk
+
+    def one_then_fail(enc, texts_, out, meta, k, *a, **kw):
+        if written:
+            raise ValueError("texts[1] has no ordinary token to mask")
+        written.append(k)
+        return real_mix(enc, texts_, out, meta, k, *a, **kw)
+
+    monkeypatch.setattr(mixlib.stream, "mix_chunk", one_then_fail)
+    out = tmp_path / "kept" / "s"
+    assert cli.main(["stream-mixing", "--texts", texts, "--device", "cpu", "--chunk-size", "1", "--out", str(out)]) == 2
+    assert (out / "chunk-0000000.parquet").is_file() and (out / "stream.json").is_file()  # finished work stays
+
+
+def test_a_late_ctrl_c_while_python_exits_is_ignored(tmp_path):
+    """Adversarial test (issue 53): a Ctrl-C while the interpreter shut down (atexit) printed a traceback, or the
+    process died by SIGINT instead of exiting with its status."""
+    code = ("import atexit, os, signal, sys, runpy\n"
+            "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), print('after', file=sys.stderr)))\n"
+            "sys.argv = ['mixlib', 'stretch', '--k', '3']\n"
+            "runpy.run_module('mixlib', run_name='__main__')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "after" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_an_out_that_is_a_link_is_written_at_its_target(tmp_path, monkeypatch, capsys, packaged_enc):

@@ -248,6 +248,22 @@ def test_long_lines_are_tokenized_piece_by_piece_with_the_same_result(tiny_enc, 
         tokenize(tiny_enc, [long], max_length=64)
 
 
+def test_a_long_line_is_never_cut_where_a_tokenizer_does_not_split(tiny_enc):
+    """Adversarial test (issue 53): Python's \\s matches characters BERT deletes (U+0085) or keeps inside a word
+    (U+001F); a long line cut there gave other tokens (66 instead of 11) silently."""
+    tok = tiny_enc.tokenizer
+    odd = ("xxxxxxxx" + "\x01" * 4100 + "\x1f") * 14 + " real words\x85here\u2028and more words。「東京」。Tokyo follow now"
+    for texts in ([odd, "short text"], [(odd, "a partner."), ("a.", "b.")]):
+        for max_length in (8, 16):
+            with pytest.warns(UserWarning, match="truncated"):
+                got = tokenize(tiny_enc, texts, max_length=max_length)
+            want = _reference(tok, texts, max_length)
+            assert torch.equal(got["input_ids"], want["input_ids"]), (max_length, tok.convert_ids_to_tokens(got["input_ids"][0]))
+    full = len(tok(odd)["input_ids"])
+    with pytest.warns(UserWarning, match=rf"longest: {full} tokens"):
+        tokenize(tiny_enc, [odd], max_length=8)
+
+
 def test_a_pair_truncated_to_nothing_of_one_sentence_says_so(tiny_enc):
     """Issue 53: pair truncation that deleted a whole sentence said nothing; it names the text (mixlib.texts turns
     texts[i] into the file's line)."""
