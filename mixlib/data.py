@@ -207,13 +207,23 @@ _SPARE = 8
 # tokenizer: BERT deletes U+0085 and keeps U+001F inside a word), or after a Japanese full stop followed by a
 # letter or digit (so that no run of punctuation is split)
 _CUT = re.compile(r"(?<! ) |(?<=[。！？])(?=[^\W_])")
+# a WordPiece tokenizer whose normalizer sets every CJK ideograph apart (BERT's handle_chinese_chars) also splits
+# after each ideograph: a Chinese line without spaces can be cut there too
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002ffff"
+_CUT_CJK = re.compile(_CUT.pattern + f"|(?<=[{_CJK}])")
 
 
-def _pieces(text: str, size: int) -> Iterator[str]:
-    """``text`` in consecutive pieces of at least ``size`` characters, each cut where :data:`_CUT` allows."""
+def _cut_of(tok: Any) -> re.Pattern:
+    """Where ``tok`` splits for sure: :data:`_CUT`, and after every ideograph for BERT's own normalizer."""
+    normalizer = getattr(getattr(tok, "backend_tokenizer", None), "normalizer", None)
+    return _CUT_CJK if type(normalizer).__name__ == "BertNormalizer" and getattr(normalizer, "handle_chinese_chars", False) else _CUT
+
+
+def _pieces(text: str, size: int, cut: re.Pattern = _CUT) -> Iterator[str]:
+    """``text`` in consecutive pieces of at least ``size`` characters, each cut where ``cut`` allows."""
     start = 0
     while len(text) - start > size:
-        m = _CUT.search(text, start + size)
+        m = cut.search(text, start + size)
         if m is None:
             break
         yield text[start : m.start()]
@@ -225,7 +235,7 @@ def _bounded(tok: Any, text: str, size: int) -> list[tuple[int, int]]:
     """``(end, tokens)`` after each piece of a long ``text``: its prefix ``text[:end]`` has ``tokens`` tokens (no special
     ones), the first tokens of the whole text; the last entry is the whole text's exact count."""
     marks, end, count = [], 0, 0
-    for piece in _pieces(text, size):
+    for piece in _pieces(text, size, _cut_of(tok)):
         end += len(piece)
         count += len(tok(piece, add_special_tokens=False, verbose=False)["input_ids"])
         marks.append((end, count))

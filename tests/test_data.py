@@ -264,6 +264,27 @@ def test_a_long_line_is_never_cut_where_a_tokenizer_does_not_split(tiny_enc):
         tokenize(tiny_enc, [odd], max_length=8)
 
 
+def test_a_chinese_line_without_spaces_is_read_in_pieces_too(tiny_enc, monkeypatch):
+    """Adversarial test (issue 53): a line with no space (Chinese, 600,000 characters) was tokenized whole. BERT's
+    normalizer sets every ideograph apart, so its tokenizer can be cut after any ideograph."""
+    tok = tiny_enc.tokenizer
+    line = "的是了我不人在他有这" * 3000 + "ですか？abc"
+    seen = []
+    call = type(tok).__call__
+
+    def recording(self, *args, **kw):
+        seen.extend(len(a) for arg in args for a in (arg if isinstance(arg, list) else [arg]) if isinstance(a, str))
+        return call(self, *args, **kw)
+
+    full = len(tok(line)["input_ids"])  # the whole line at once, as before
+    monkeypatch.setattr(type(tok), "__call__", recording)
+    with pytest.warns(UserWarning, match=rf"longest: {full} tokens"):
+        got = tokenize(tiny_enc, [line, "short."], max_length=32)
+    assert max(seen) <= 2 * mixlib.data.LONG_CHARS, max(seen)
+    assert torch.equal(got["input_ids"], _reference(tok, [line, "short."], 32)["input_ids"])
+    assert mixlib.data._cut_of(tok) is mixlib.data._CUT_CJK
+
+
 def test_a_pair_truncated_to_nothing_of_one_sentence_says_so(tiny_enc):
     """Issue 53: pair truncation that deleted a whole sentence said nothing; it names the text (mixlib.texts turns
     texts[i] into the file's line)."""
