@@ -116,6 +116,110 @@ def test_long_drawing_cells_are_folded(path):
             "folds it behind a toggle), or move the drawing into mixlib.plots and keep the computation in view")
 
 
+# -- what a student scrolls through in Colab (issues 54 and 56) ----------------------------------------------
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uff00-\uffef]")
+
+
+def _japanese(node) -> bool:
+    import ast
+
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and _CJK.search(n.value) for n in ast.walk(node))
+
+
+def colab_code_figures(path: Path) -> dict[str, int]:
+    """What a chapter's Colab edition shows a student, and how much of its code builds Japanese sentences.
+
+    ``lines``: source lines of the code cells Colab shows unfolded (a folded cell -- ``"cellView": "form"`` -- shows
+    its title only); ``over_30``: those cells longer than 30 lines; in the chapter's code (install cell aside):
+    ``glue_text``: ``glue(..., Text(...))`` calls; ``jp_fstrings``: f-strings with Japanese text; ``jp_branches``:
+    conditional expressions that choose between Japanese texts (a sentence picked by code, whose other branch may
+    never have run).
+    """
+    import ast
+
+    edition = _load(NB_DIR / "colab" / path.name)
+    shown = [c for c in edition["cells"] if c["cell_type"] == "code" and c["metadata"].get("cellView") != "form"]
+    sizes = [len(_source(c).splitlines()) for c in shown]
+    figures = {"lines": sum(sizes), "over_30": sum(n > 30 for n in sizes), "glue_text": 0, "jp_fstrings": 0, "jp_branches": 0}
+    for cell in _load(path)["cells"][1:]:
+        if cell["cell_type"] != "code":
+            continue
+        code = "\n".join(line for line in _source(cell).splitlines() if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(code)):
+            name = getattr(getattr(node, "func", None), "id", None) or getattr(getattr(node, "func", None), "attr", None)
+            if isinstance(node, ast.Call) and name == "glue" and any(
+                    isinstance(a, ast.Call) and getattr(a.func, "id", None) == "Text" for a in ast.walk(node) if a is not node):
+                figures["glue_text"] += 1
+            elif isinstance(node, ast.JoinedStr) and any(
+                    isinstance(v, ast.Constant) and isinstance(v.value, str) and _CJK.search(v.value) for v in node.values):
+                figures["jp_fstrings"] += 1
+            if isinstance(node, ast.IfExp) and (_japanese(node.body) or _japanese(node.orelse)):
+                figures["jp_branches"] += 1
+    return figures
+
+
+#: Where each chapter stands (2026-11-29): a ceiling that only comes down. The targets of issue 54 (Part V) and 56
+#: (Parts I-IV) are COLAB_TARGETS; lower a chapter's ceiling to what it reaches, until it meets them.
+COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-29
+    "00_environment": (118, 0, 0, 9, 0),
+    "01_vectors_cosine": (159, 0, 0, 10, 0),
+    "02_distributional": (222, 2, 4, 24, 5),
+    "03_word2vec": (372, 1, 8, 27, 8),
+    "04_seq2seq": (250, 1, 4, 20, 6),
+    "05_attention": (202, 1, 1, 7, 2),
+    "06_transformer": (276, 2, 0, 9, 0),
+    "07_chihayafuru": (333, 1, 1, 35, 5),
+    "08_bert": (434, 3, 12, 33, 11),
+    "09_sentence_vectors": (245, 1, 2, 19, 5),
+    "10_mixing": (400, 2, 3, 62, 10),
+    "11_norm_stretch": (642, 7, 5, 77, 20),
+    "12_positional": (632, 8, 28, 82, 42),
+    "13_japanese": (290, 1, 0, 46, 8),
+}
+COLAB_FIGURES = ("lines", "over_30", "glue_text", "jp_fstrings", "jp_branches")
+#: lines shown per chapter, cells over 30 lines, glue(Text), Japanese f-strings (no target: a label is fine), branches
+COLAB_TARGETS = (300, 0, 0, None, 0)
+
+
+def test_what_colab_shows_a_student_only_shrinks(capsys):
+    """Issues 54/56: code lines Colab shows, cells over 30 lines, sentences built in notebook code, per chapter.
+
+    Prints every chapter's figures (pytest -s, or on failure) and fails when one grows past its ceiling.
+    """
+    rows, grown = [], []
+    chapters = [p for p in NOTEBOOKS if not _is_placeholder(p)]
+    for path in chapters:
+        got = colab_code_figures(path)
+        ceiling = dict(zip(COLAB_FIGURES, COLAB_CEILINGS[path.stem]))
+        rows.append(f"{path.stem:22} " + "  ".join(f"{k} {got[k]:>3}/{ceiling[k]:<3}" for k in COLAB_FIGURES))
+        grown += [f"{path.stem}: {k} {got[k]} > {ceiling[k]}" for k in COLAB_FIGURES if got[k] > ceiling[k]]
+    with capsys.disabled():
+        print("\nwhat Colab shows (now / ceiling; targets: " + ", ".join(
+            f"{k} <= {t}" for k, t in zip(COLAB_FIGURES, COLAB_TARGETS) if t is not None) + ")\n" + "\n".join(rows))
+    assert not grown, "grew past its ceiling (shorten the cells, fold drawing code, move sentences into tested " \
+                      "functions): " + "; ".join(grown)
+    assert all(len(c) == len(COLAB_FIGURES) for c in COLAB_CEILINGS.values())
+    assert set(COLAB_CEILINGS) == {p.stem for p in chapters}
+
+
+def test_the_measure_counts_what_it_says(tmp_path, monkeypatch):
+    """colab_code_figures on a made-up chapter: each figure counts exactly its own kind of code."""
+    cells = [
+        {"cell_type": "code", "metadata": {}, "source": "install"},
+        {"cell_type": "code", "metadata": {}, "source": "x = 1\n" * 31},  # shown, over 30
+        {"cell_type": "code", "metadata": {"cellView": "form"}, "source": "#@title t\n" + "y = 2\n" * 40},  # folded
+        {"cell_type": "code", "metadata": {}, "source": 'glue("k", Text(f"値は {x} だ" if x else "なし"))\n%time z = 3'},
+        {"cell_type": "markdown", "metadata": {}, "source": "本文"},
+    ]
+    monkeypatch.setattr(__import__(__name__), "NB_DIR", tmp_path)
+    (tmp_path / "colab").mkdir()
+    for where in (tmp_path / "c.ipynb", tmp_path / "colab" / "c.ipynb"):
+        where.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    assert colab_code_figures(tmp_path / "c.ipynb") == {"lines": 1 + 31 + 2, "over_30": 1, "glue_text": 1,
+                                                        "jp_fstrings": 1, "jp_branches": 1}
+
+
 @pytest.mark.parametrize("path", written(NOTEBOOKS))
 def test_first_cell_is_the_colab_install_cell(path):
     first = _load(path)["cells"][0]
