@@ -31,7 +31,7 @@ except ImportError:  # Colab and other places without myst-nb
     _myst_glue = None
 
 
-__all__ = ["Text", "g", "glue", "prose", "render", "format_value", "VALUES", "PLACEHOLDER", "MISSING"]
+__all__ = ["Text", "g", "glue", "sentence", "prose", "render", "format_value", "VALUES", "PLACEHOLDER", "MISSING"]
 
 #: key → the ``text/plain`` form of the value glued last under that key, in this kernel
 VALUES: dict[str, str] = {}
@@ -83,6 +83,17 @@ def g(name: str, value: Any) -> Any:
         value = float(value)
     glue(name, value, display=False)
     return value
+
+
+def sentence(name: str, text: str) -> str:
+    """Glue a sentence (without quotes) that a tested function chose from the numbers (:mod:`mixlib.course.readings`).
+
+    The notebook's side of a verdict: ``sentence("cls_rank_reading", readings.cls_rank_reading(...))``.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"sentence({name!r}, ...) takes a str, got {type(text).__name__}.")
+    glue(name, Text(text), display=False)
+    return text
 
 
 def format_value(text: str, spec: str | None) -> str:

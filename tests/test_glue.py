@@ -7,6 +7,7 @@ import importlib
 import sys
 
 import numpy as np
+import pytest
 
 import mixlib.glue
 
@@ -120,3 +121,14 @@ def test_prose_shows_markdown_with_its_values_and_fills_in_a_later_one(monkeypat
     mixlib.glue.g("y", 7)  # the next cell: the paragraph is shown again, in place, complete
     assert log[2] == ("update", "値は 0.5 と 7（次のセルが数える）。", {"mixbook": {"shown": {"x:.1f": "0.5", "y": "7"}, "missing": []}})
     assert mixlib.glue._PENDING == []
+
+
+def test_sentence_glues_text_without_quotes(monkeypatch):
+    from mixlib import glue as G
+
+    got = {}
+    monkeypatch.setattr(G, "_myst_glue", lambda name, value, display=True: got.setdefault(name, (repr(value), display)))
+    assert G.sentence("verdict", "論文の値に近く、再現した") == "論文の値に近く、再現した"
+    assert got["verdict"] == ("論文の値に近く、再現した", False) and G.VALUES["verdict"] == "論文の値に近く、再現した"
+    with pytest.raises(TypeError, match="takes a str"):
+        G.sentence("x", 0.5)

@@ -1,0 +1,114 @@
+"""Sentences that Part V's chapters print, chosen from the numbers a run computed.
+
+A chapter must read true on any model (bert-base-uncased on Colab, the packaged
+model offline, a Japanese BERT), so some of its sentences depend on what was
+measured. Each such sentence is chosen here, by a plain function of the numbers,
+and not in the notebook: every branch is unit-tested (``tests/test_readings.py``
+asserts the sentence each one produces), so a sentence a given run never prints
+has still been read and checked. The notebook computes the numbers, passes them
+in, and glues what comes back.
+
+Chapter 12 (word and position embeddings)
+-----------------------------------------
+* :func:`reproduction_verdict` -- one number against the paper's;
+* :func:`cls_rank_reading` -- where the [CLS] x position 0 pair ranks among all pairs;
+* :func:`top_pairs_reading` -- which other tokens are among the ten largest pairs;
+* :func:`cls_spread_reading` -- is that pair isolated, or do nearby positions align with [CLS] too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "near_positions", "cls_spread_reading"]
+
+
+def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
+    """Whether ``ours`` reproduces the paper's ``paper`` (within ``tol``); with another model, that they cannot be compared.
+
+    >>> reproduction_verdict(0.53, 0.55, same_model=True, paper_model="bert-base-uncased")
+    '論文の値（0.55）に近く、再現した'
+    """
+    if not same_model:
+        return f"論文の値（{paper}）は {paper_model} のもので、別のモデルである手元の値（{ours:.2f}）とは比べられない"
+    if abs(ours - paper) < tol:
+        return f"論文の値（{paper}）に近く、再現した"
+    return f"論文の値（{paper}）からは遠く、再現しなかった"
+
+
+def cls_rank_reading(rank_raw: int, rank_centred: int, top: int) -> str:
+    """The rank of the [CLS] x position 0 pair among all word-position pairs (1 = the largest |cos|), without and
+    with centring; ``top`` is the rank that marks the top 0.01%."""
+    if rank_raw == 1 and rank_centred == 1:
+        return "中心化してもしなくても全組で最大である"
+    if rank_raw <= top and rank_centred <= top:
+        return "中心化してもしなくても全組の上位 0.01% に入る"
+    if rank_raw <= top:
+        return "中心化しないときだけ全組の上位 0.01% に入るので、大きく見えるのは二つの平均の向きがそろっているためかもしれない"
+    return "全組の上位 0.01% には入らず、順位の上でも例外とは言えない"
+
+
+_UNUSED_NOTE = ("。[unused…] は通常の文からは作られない予約トークンで、事前学習の入力に入るとしても、マスクした語をランダムな語に"
+                "置き換えるとき（語彙全体から一様に選ぶ）に、位置と関係なくごくまれに入るだけである。この組は、学習中にその位置と"
+                "繰り返し一緒に足されたことによるものではない")
+
+
+def top_pairs_reading(others: Sequence[tuple[str, int, float]]) -> str:
+    """The pairs among the ten largest that involve neither [CLS] nor [SEP]: ``(token, position, cos)`` each."""
+    if not len(others):
+        return "全組の上位 10 組は、[CLS] と [SEP] の組だけである"
+    listed = "、".join(f"{token} と位置 {position}（{cos:+.3f}）" for token, position, cos in others)
+    unused = any(str(token).startswith("[unused") for token, _, _ in others)
+    return f"全組の上位 10 組には、ほかに {listed}も入る" + (_UNUSED_NOTE if unused else "")
+
+
+def near_positions(positions: Sequence[int], shown: int = 20) -> str:
+    """``1・2・3 …``: the positions, the first ``shown`` of them."""
+    return "・".join(str(k) for k in positions[:shown]) + (" …" if len(positions) > shown else "")
+
+
+def cls_spread_reading(raw: Mapping[str, Any], centred: Mapping[str, Any], *, near: float, early: int,
+                       pbar_share: Sequence[float], cls_pbar: float, q_early: float, q_all: float, n_positions: int) -> str:
+    """Is the [CLS] x position 0 pair isolated? From the cosines of [CLS] (and [SEP]) with every position.
+
+    Parameters
+    ----------
+    raw, centred : mapping
+        Without and with centring: ``pos0`` ([CLS] x position 0), ``near`` (other positions within ``near`` of it),
+        ``second`` and ``c2`` (the largest other position and its cosine), ``early_lo`` / ``early_hi`` (the range over
+        positions 1..early-1), ``sep_pos`` / ``sep_c`` ([SEP]'s largest position and cosine).
+    near, early : float, int
+        What counts as "near position 0's value", and the first positions.
+    pbar_share : sequence of float
+        At the positions near position 0 (raw), the share of [CLS]'s dot product that the mean position vector carries.
+    cls_pbar : float
+        The cosine of [CLS] with the mean position vector.
+    q_early, q_all : float
+        The 97.5% points of the largest centred cosine over positions 1..early-1 (and over all positions) when a random
+        direction stands in for [CLS] (for [SEP]).
+    n_positions : int
+    """
+    if centred["near"]:
+        return (f"中心化しても、[CLS] は位置 0 以外とも広くそろっている（位置 0 の値との差が {near} 以内の位置が "
+                f"{len(centred['near'])} 個：位置 {near_positions(centred['near'])}）。論文が例外として挙げたのは [CLS] と位置 0 の"
+                "一組だけだが、手元のモデルでは先頭付近の位置が広くそろっている")
+    if not raw["near"]:
+        return (f"中心化してもしなくても、[CLS] とほかの位置のコサインはどれも位置 0 の値より {near} 以上小さく"
+                f"（中心化した値で 2 番目は位置 {centred['second']} の {centred['c2']:.3f}）、[CLS] と位置 0 の組は孤立して大きい")
+    early_strong, sep_strong = centred["early_lo"] > q_early, centred["sep_c"] > q_all
+    null = f"[CLS] の代わりにランダムな方向を置いて同じ {early - 1} 位置の最大を取った値（200 方向の 97.5% 点 {q_early:.2f}）"
+    return (
+        f"中心化しないコサインでは、[CLS] は位置 0 以外とも広くそろって見える（位置 0 の値との差が {near} 以内の位置が "
+        f"{len(raw['near'])} 個：位置 {near_positions(raw['near'])}）。これらの位置では、[CLS] との内積の "
+        f"{np.nanmin(pbar_share):.0%}〜{np.nanmax(pbar_share):.0%} が、全位置に共通の成分（位置の平均ベクトル、[CLS] とのコサイン "
+        f"{cls_pbar:.2f}）との内積である。中心化すると {near} 以内の位置はなくなる（位置 0 は {centred['pos0']:.3f}、2 番目は位置 "
+        f"{centred['second']} の {centred['c2']:.3f}）。中心化したうえでは、[CLS] と位置 0 の組は孤立して大きい。ただし [CLS] と位置 "
+        f"1〜{early - 1} の中心化したコサインも {centred['early_lo']:.2f}〜{centred['early_hi']:.2f} で、"
+        + (f"最小の値でも、{null}を超える。" if early_strong else f"{null}を超えない位置もある。")
+        + f"[SEP] の中心化したコサインの最大は位置 {centred['sep_pos']} の {centred['sep_c']:.3f} で、ランダムな方向で全 "
+        f"{n_positions} 位置の最大を取った値の 97.5% 点 {q_all:.3f} "
+        + ("より大きい。先頭付近の位置との弱いそろいは残る" if sep_strong or early_strong
+           else "を超えない。先頭付近の位置とのそろいは、偶然と区別できない"))

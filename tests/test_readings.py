@@ -1,0 +1,81 @@
+"""mixlib.course.readings: every branch of every sentence a chapter chooses from its numbers, read here."""
+
+from __future__ import annotations
+
+import pytest
+
+from mixlib.course import readings as r
+
+
+def test_reproduction_verdict_every_branch():
+    kw = dict(paper_model="bert-base-uncased")
+    assert r.reproduction_verdict(0.53, 0.55, same_model=True, **kw) == "論文の値（0.55）に近く、再現した"
+    assert r.reproduction_verdict(0.40, 0.55, same_model=True, **kw) == "論文の値（0.55）からは遠く、再現しなかった"
+    assert r.reproduction_verdict(0.50, 0.55, same_model=True, **kw).endswith("再現しなかった")  # 0.05 is not within
+    assert r.reproduction_verdict(0.123, 0.55, same_model=False, **kw) == (
+        "論文の値（0.55）は bert-base-uncased のもので、別のモデルである手元の値（0.12）とは比べられない")
+
+
+@pytest.mark.parametrize("raw, centred, want", [
+    (1, 1, "中心化してもしなくても全組で最大である"),
+    (1, 3, "中心化してもしなくても全組の上位 0.01% に入る"),
+    (3, 1, "中心化してもしなくても全組の上位 0.01% に入る"),
+    (5, 6, "中心化しないときだけ全組の上位 0.01% に入るので、大きく見えるのは二つの平均の向きがそろっているためかもしれない"),
+    (6, 1, "全組の上位 0.01% には入らず、順位の上でも例外とは言えない"),
+])
+def test_cls_rank_reading_every_branch(raw, centred, want):
+    assert r.cls_rank_reading(raw, centred, top=5) == want
+
+
+def test_top_pairs_reading_every_branch():
+    assert r.top_pairs_reading([]) == "全組の上位 10 組は、[CLS] と [SEP] の組だけである"
+    assert r.top_pairs_reading([("the", 3, 0.2512), ("a", 7, -0.3)]) == (
+        "全組の上位 10 組には、ほかに the と位置 3（+0.251）、a と位置 7（-0.300）も入る")
+    unused = r.top_pairs_reading([("[unused5]", 12, 0.41)])
+    assert unused.startswith("全組の上位 10 組には、ほかに [unused5] と位置 12（+0.410）も入る。[unused…] は通常の文からは")
+    assert unused.endswith("この組は、学習中にその位置と繰り返し一緒に足されたことによるものではない")
+
+
+def test_near_positions_cuts_a_long_list():
+    assert r.near_positions([1, 2, 3]) == "1・2・3"
+    assert r.near_positions(list(range(1, 25))) == "・".join(map(str, range(1, 21))) + " …"
+
+
+def _spread(near=(), pos0=0.9, second=5, c2=0.41, early=(0.2, 0.35), sep=(3, 0.22)):
+    return {"pos0": pos0, "near": list(near), "second": second, "c2": c2, "early_lo": early[0], "early_hi": early[1],
+            "sep_pos": sep[0], "sep_c": sep[1]}
+
+
+KW = dict(near=0.1, early=16, pbar_share=[0.61, 0.87], cls_pbar=0.58, q_early=0.3, q_all=0.25, n_positions=512)
+
+
+def test_cls_spread_reading_isolated_either_way():
+    text = r.cls_spread_reading(_spread(), _spread(second=4, c2=0.377), **KW)
+    assert text == ("中心化してもしなくても、[CLS] とほかの位置のコサインはどれも位置 0 の値より 0.1 以上小さく"
+                    "（中心化した値で 2 番目は位置 4 の 0.377）、[CLS] と位置 0 の組は孤立して大きい")
+
+
+def test_cls_spread_reading_aligned_even_centred():
+    text = r.cls_spread_reading(_spread(near=[1, 2]), _spread(near=[1, 2, 3]), **KW)
+    assert text == ("中心化しても、[CLS] は位置 0 以外とも広くそろっている（位置 0 の値との差が 0.1 以内の位置が 3 個：位置 1・2・3）。"
+                    "論文が例外として挙げたのは [CLS] と位置 0 の一組だけだが、手元のモデルでは先頭付近の位置が広くそろっている")
+
+
+@pytest.mark.parametrize("early_lo, sep_c, middle, end", [
+    (0.31, 0.20, "最小の値でも、[CLS] の代わりにランダムな方向を置いて同じ 15 位置の最大を取った値（200 方向の 97.5% 点 0.30）を超える。",
+     "より大きい。先頭付近の位置との弱いそろいは残る"),
+    (0.20, 0.30, "[CLS] の代わりにランダムな方向を置いて同じ 15 位置の最大を取った値（200 方向の 97.5% 点 0.30）を超えない位置もある。",
+     "より大きい。先頭付近の位置との弱いそろいは残る"),
+    (0.20, 0.20, "[CLS] の代わりにランダムな方向を置いて同じ 15 位置の最大を取った値（200 方向の 97.5% 点 0.30）を超えない位置もある。",
+     "を超えない。先頭付近の位置とのそろいは、偶然と区別できない"),
+])
+def test_cls_spread_reading_aligned_only_before_centring(early_lo, sep_c, middle, end):
+    raw = _spread(near=[1, 2, 3, 4])
+    centred = _spread(pos0=0.612, second=1, c2=0.455, early=(early_lo, 0.45), sep=(2, sep_c))
+    text = r.cls_spread_reading(raw, centred, **KW)
+    assert text == (
+        "中心化しないコサインでは、[CLS] は位置 0 以外とも広くそろって見える（位置 0 の値との差が 0.1 以内の位置が 4 個：位置 1・2・3・4）。"
+        "これらの位置では、[CLS] との内積の 61%〜87% が、全位置に共通の成分（位置の平均ベクトル、[CLS] とのコサイン 0.58）との内積である。"
+        "中心化すると 0.1 以内の位置はなくなる（位置 0 は 0.612、2 番目は位置 1 の 0.455）。中心化したうえでは、[CLS] と位置 0 の組は"
+        f"孤立して大きい。ただし [CLS] と位置 1〜15 の中心化したコサインも {early_lo:.2f}〜0.45 で、" + middle
+        + f"[SEP] の中心化したコサインの最大は位置 2 の {sep_c:.3f} で、ランダムな方向で全 512 位置の最大を取った値の 97.5% 点 0.250 " + end)
