@@ -79,3 +79,48 @@ def test_cls_spread_reading_aligned_only_before_centring(early_lo, sep_c, middle
         "中心化すると 0.1 以内の位置はなくなる（位置 0 は 0.612、2 番目は位置 1 の 0.455）。中心化したうえでは、[CLS] と位置 0 の組は"
         f"孤立して大きい。ただし [CLS] と位置 1〜15 の中心化したコサインも {early_lo:.2f}〜0.45 で、" + middle
         + f"[SEP] の中心化したコサインの最大は位置 2 の {sep_c:.3f} で、ランダムな方向で全 512 位置の最大を取った値の 97.5% 点 0.250 " + end)
+
+
+def test_listed():
+    assert r.listed([1, 2, 8]) == "1、2、8" and r.listed([3, 0], prefix="H") == "H3、H0" and r.listed([]) == "なし"
+
+
+SEP = "「単語と位置は別の部分空間に住む」"
+
+
+@pytest.mark.parametrize("below, above, want", [
+    ([1, 2, 4], [], f"位置ベクトルは、調べたすべての k で単語埋め込みが大きくばらつく方向を避けている。これが{SEP}という主張の、"
+                    "ランダムと比べたうえでの形である"),
+    ([1, 2], [], f"位置ベクトルは、k = 1、2 で単語埋め込みが大きくばらつく方向を避けている。これが{SEP}という主張の、"
+                 "ランダムと比べたうえでの形である"),
+    ([], [4], f"位置ベクトルは、単語埋め込みが大きくばらつく方向にむしろ多く入っており、{SEP}とは言えない"),
+    ([1], [4], f"k によってランダムより小さくも大きくもなり、{SEP}と一言では言えない"),
+    ([], [], f"どの k でもランダムな部分空間と区別できず、{SEP}とは、ランダムと比べたうえでは言えない"),
+])
+def test_share_reading_every_branch(below, above, want):
+    assert r.share_reading(below, above, n_k=3) == want
+
+
+def test_angle_reading_every_branch():
+    assert r.angle_reading([1], [8, 2]) == "k = 2、8 では「ランダム以上に直交」という主張は成り立たない"
+    assert r.angle_reading([1, 2], []) == "調べたすべての k で、ランダムな部分空間以上に直交している"
+    assert r.angle_reading([], [1, 2]) == "どの k でも「ランダム以上に直交」という主張は成り立たない"
+
+
+def test_raw_reading_every_branch():
+    assert r.raw_reading([2, 4], [2, 4], [1]) == (
+        "k = 2、4 では、中心化した割合はランダムより小さいのに、中心化しない割合はランダムより大きく、結論が逆転する")
+    assert r.raw_reading([], [4], [1]) == "中心化しない割合だけを見ても、k によって結論が逆転する"
+    assert r.raw_reading([], [4], []) == "中心化するかどうかで、ランダムとの比較の結論は逆転しない"
+
+
+@pytest.mark.parametrize("percentile, below, above, want", [
+    (1.0, [1], [], "単語と位置は、ランダムに置いた場合よりもはっきり別の方向を使っている、というのが中心化したうえでの結論である"),
+    (99.0, [1], [], "中心化すると、単語と位置はランダムに置いた場合よりもむしろそろっており、直交しているとは言えない"),
+    (50.0, [], [2], "中心化すると、単語と位置はランダムに置いた場合よりもむしろそろっており、直交しているとは言えない"),
+    (1.0, [1], [2], "ランダムに置いた場合より別の方向を使っているという兆しはあるが、指標によって結論が分かれる"),
+    (50.0, [1], [2], "ランダムに置いた場合より別の方向を使っているという兆しはあるが、指標によって結論が分かれる"),
+    (50.0, [], [], "中心化すると、単語と位置の関係はランダムに置いた場合と区別できない"),
+])
+def test_ortho_conclusion_every_branch(percentile, below, above, want):
+    assert r.ortho_conclusion(percentile, below, above) == want

@@ -13,7 +13,10 @@ Chapter 12 (word and position embeddings)
 * :func:`reproduction_verdict` -- one number against the paper's;
 * :func:`cls_rank_reading` -- where the [CLS] x position 0 pair ranks among all pairs;
 * :func:`top_pairs_reading` -- which other tokens are among the ten largest pairs;
-* :func:`cls_spread_reading` -- is that pair isolated, or do nearby positions align with [CLS] too.
+* :func:`cls_spread_reading` -- is that pair isolated, or do nearby positions align with [CLS] too;
+* :func:`listed` -- ``k`` values or heads in a sentence (``なし`` when there are none);
+* :func:`share_reading`, :func:`angle_reading`, :func:`raw_reading`, :func:`ortho_conclusion` -- what the centred
+  overlap of word and position subspaces says, against random subspaces and rotations.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "near_positions", "cls_spread_reading"]
+__all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "near_positions", "cls_spread_reading",
+           "listed", "share_reading", "angle_reading", "raw_reading", "ortho_conclusion"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -112,3 +116,57 @@ def cls_spread_reading(raw: Mapping[str, Any], centred: Mapping[str, Any], *, ne
         f"{n_positions} 位置の最大を取った値の 97.5% 点 {q_all:.3f} "
         + ("より大きい。先頭付近の位置との弱いそろいは残る" if sep_strong or early_strong
            else "を超えない。先頭付近の位置とのそろいは、偶然と区別できない"))
+
+
+def listed(items: Sequence[Any], prefix: str = "") -> str:
+    """``1、2、8`` (with ``prefix="H"``: ``H1、H2``, heads that cannot be read as numbers), or ``なし``."""
+    return "、".join(f"{prefix}{x}" for x in items) if len(items) else "なし"
+
+
+_SEPARATE = "「単語と位置は別の部分空間に住む」"
+
+
+def share_reading(below: Sequence[int], above: Sequence[int], n_k: int) -> str:
+    """The share of position variance in the words' top-k subspace, centred, against random subspaces: the ``k``
+    where it is below (``below``) or above (``above``) their 95% interval, of the ``n_k`` values of k examined."""
+    if below and not above:
+        where = "調べたすべての k で" if len(below) == n_k else f"k = {listed(below)} で"
+        return (f"位置ベクトルは、{where}単語埋め込みが大きくばらつく方向を避けている。これが{_SEPARATE}という主張の、"
+                "ランダムと比べたうえでの形である")
+    if above and not below:
+        return f"位置ベクトルは、単語埋め込みが大きくばらつく方向にむしろ多く入っており、{_SEPARATE}とは言えない"
+    if above:
+        return f"k によってランダムより小さくも大きくもなり、{_SEPARATE}と一言では言えない"
+    return f"どの k でもランダムな部分空間と区別できず、{_SEPARATE}とは、ランダムと比べたうえでは言えない"
+
+
+def angle_reading(wider: Sequence[int], not_wider: Sequence[int]) -> str:
+    """The smallest principal angle, centred: the ``k`` where it is wider than random subspaces give (97.5% or more),
+    and those where it is not."""
+    if wider and not_wider:
+        return f"k = {listed(sorted(not_wider))} では「ランダム以上に直交」という主張は成り立たない"
+    if wider:
+        return "調べたすべての k で、ランダムな部分空間以上に直交している"
+    return "どの k でも「ランダム以上に直交」という主張は成り立たない"
+
+
+def raw_reading(reversed_k: Sequence[int], above_raw: Sequence[int], below_raw: Sequence[int]) -> str:
+    """Does centring turn the conclusion round? ``reversed_k``: k below random centred but above it raw."""
+    if reversed_k:
+        return (f"k = {listed(reversed_k)} では、中心化した割合はランダムより小さいのに、中心化しない割合はランダムより大きく、"
+                "結論が逆転する")
+    if above_raw and below_raw:
+        return "中心化しない割合だけを見ても、k によって結論が逆転する"
+    return "中心化するかどうかで、ランダムとの比較の結論は逆転しない"
+
+
+def ortho_conclusion(percentile: float, below: Sequence[int], above: Sequence[int]) -> str:
+    """The chapter's conclusion on orthogonality, centred: ``percentile`` of the mean |cos| among random rotations
+    (small = more orthogonal than chance), and the share test's ``below`` / ``above`` k."""
+    if percentile <= 2.5 and below and not above:
+        return "単語と位置は、ランダムに置いた場合よりもはっきり別の方向を使っている、というのが中心化したうえでの結論である"
+    if percentile >= 97.5 or (above and not below):
+        return "中心化すると、単語と位置はランダムに置いた場合よりもむしろそろっており、直交しているとは言えない"
+    if percentile <= 2.5 or below:
+        return "ランダムに置いた場合より別の方向を使っているという兆しはあるが、指標によって結論が分かれる"
+    return "中心化すると、単語と位置の関係はランダムに置いた場合と区別できない"
