@@ -124,3 +124,27 @@ def test_raw_reading_every_branch():
 ])
 def test_ortho_conclusion_every_branch(percentile, below, above, want):
     assert r.ortho_conclusion(percentile, below, above) == want
+
+
+def test_own_reading_every_branch():
+    assert r.own_reading([], [], [], [], 0.05) == "位置のパターンが、そのヘッドに固有の形で実際の注意に残っているヘッドはない"
+    distinct = ("H3、H7 の位置のパターンは、実際の注意に、そのヘッドに固有の形で残っている（自分自身の実際の地図との相関が、"
+                "次に近いほかのヘッドより、系列の二つの半分のどちらでも 0.05 以上高い）")
+    assert r.own_reading([3, 7], [3, 7], [], [], 0.05) == distinct
+    none = "どのヘッドも、次に近いヘッドとの相関の差が系列の二つの半分のどちらかで 0.05 に届かず、固有の形とは確かめられない"
+    unsure = ("H2（全系列の平均では次に近い H9 より 0.08 高いが、系列の二つの半分では 0.031 と 0.120 で小さいほうが 0.05 未満。"
+              "実際の地図の折半信頼性 0.64）は、半分の系列では実際の地図が揺らいで差が縮むので、固有か共有かは決まらない")
+    shared = ("H5（次に近い H1 との差：全系列 0.02、半分 0.01）、H6（次に近い H0 との差：全系列 0.03、半分 0.00）は、"
+              "自分自身の実際の地図がもっとも近いが、どの平均でも差が小さく、形はほかのヘッドと共有されている")
+    got = r.own_reading([2, 5, 6], [], [(2, 9, 0.081, 0.031, 0.12, 0.643)], [(5, 1, 0.02, 0.01), (6, 0, 0.03, 0.004)], 0.05)
+    assert got == "。".join([none, unsure, shared])
+    assert r.own_reading([3, 7, 5, 6], [3, 7], [], [(5, 1, 0.02, 0.01), (6, 0, 0.03, 0.004)], 0.05) == "。".join([distinct, shared])
+
+
+def test_attn_and_worst_reading_every_branch():
+    assert r.attn_reading(True).startswith("帰無分布を超え、しかも実際の地図で自分自身ともっとも相関するヘッドでは")
+    assert r.attn_reading(True).endswith("位置の部分だけでパターンが説明できることの証明ではない")
+    assert r.attn_reading(False) == "位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で実際の注意に残っているとは言えない"
+    settled = r.worst_reading(0.7)
+    assert settled.startswith("実際の平均の地図は二組の系列でほぼ同じ形になる（折半信頼性 0.70）ので") and settled.endswith("ここでは切り分けていない")
+    assert r.worst_reading(0.69) == "実際の平均の地図そのものが二組の系列で食い違い、定まっていないので、低い相関は位置の寄与がないことを意味しない"

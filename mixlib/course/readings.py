@@ -16,7 +16,9 @@ Chapter 12 (word and position embeddings)
 * :func:`cls_spread_reading` -- is that pair isolated, or do nearby positions align with [CLS] too;
 * :func:`listed` -- ``k`` values or heads in a sentence (``なし`` when there are none);
 * :func:`share_reading`, :func:`angle_reading`, :func:`raw_reading`, :func:`ortho_conclusion` -- what the centred
-  overlap of word and position subspaces says, against random subspaces and rotations.
+  overlap of word and position subspaces says, against random subspaces and rotations;
+* :func:`own_reading`, :func:`attn_reading`, :func:`worst_reading` -- whether a head's position-only attention pattern
+  survives, as that head's own, in its real attention.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "near_positions", "cls_spread_reading",
-           "listed", "share_reading", "angle_reading", "raw_reading", "ortho_conclusion"]
+           "listed", "share_reading", "angle_reading", "raw_reading", "ortho_conclusion", "own_reading", "attn_reading",
+           "worst_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -170,3 +173,49 @@ def ortho_conclusion(percentile: float, below: Sequence[int], above: Sequence[in
     if percentile <= 2.5 or below:
         return "ランダムに置いた場合より別の方向を使っているという兆しはあるが、指標によって結論が分かれる"
     return "中心化すると、単語と位置の関係はランダムに置いた場合と区別できない"
+
+
+def own_reading(own: Sequence[int], distinct: Sequence[int], unsure: Sequence[tuple], shared: Sequence[tuple],
+                margin: float) -> str:
+    """The heads whose real attention map matches their own position-only map best (``own``), split by how clearly.
+
+    Parameters
+    ----------
+    own : heads that pass the null and whose own map correlates best, in the whole sequence set and in both halves.
+    distinct : those ahead of the runner-up by at least ``margin`` in both halves.
+    unsure : ``(head, runner_up, whole, half_a, half_b, reliability)``: ahead by ``margin`` in the whole set only.
+    shared : ``(head, runner_up, whole, smaller_half)``: never ahead by ``margin``.
+    """
+    if not own:
+        return "位置のパターンが、そのヘッドに固有の形で実際の注意に残っているヘッドはない"
+    parts = [f"{listed(distinct, prefix='H')} の位置のパターンは、実際の注意に、そのヘッドに固有の形で残っている（自分自身の実際の"
+             f"地図との相関が、次に近いほかのヘッドより、系列の二つの半分のどちらでも {margin} 以上高い）" if distinct else
+             f"どのヘッドも、次に近いヘッドとの相関の差が系列の二つの半分のどちらかで {margin} に届かず、固有の形とは確かめられない"]
+    if unsure:
+        parts.append("、".join(f"H{h}（全系列の平均では次に近い H{runner} より {whole:.2f} 高いが、系列の二つの半分では "
+                              f"{a:.3f} と {b:.3f} で小さいほうが {margin} 未満。実際の地図の折半信頼性 {rel:.2f}）"
+                              for h, runner, whole, a, b, rel in unsure)
+                     + "は、半分の系列では実際の地図が揺らいで差が縮むので、固有か共有かは決まらない")
+    if shared:
+        parts.append("、".join(f"H{h}（次に近い H{runner} との差：全系列 {whole:.2f}、半分 {half:.2f}）" for h, runner, whole, half in shared)
+                     + "は、自分自身の実際の地図がもっとも近いが、どの平均でも差が小さく、形はほかのヘッドと共有されている")
+    return "。".join(parts)
+
+
+def attn_reading(any_own: bool) -> str:
+    """What the position-only maps say about real attention, given whether any head keeps its own pattern."""
+    if any_own:
+        return ("帰無分布を超え、しかも実際の地図で自分自身ともっとも相関するヘッドでは、位置ベクトルだけから計算したパターンが実際の"
+                "注意にも残っている。ただし、並べ替えの帰無分布は「地図に構造がない」ことを退けるだけの弱い基準で、相関が高いことは、"
+                "位置の部分だけでパターンが説明できることの証明ではない")
+    return "位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で実際の注意に残っているとは言えない"
+
+
+def worst_reading(reliability: float, threshold: float = 0.7) -> str:
+    """The head whose real map correlates least with its position-only map: a settled real map (split-half
+    ``reliability`` at least ``threshold``) means a shape position alone cannot explain; an unsettled one, nothing."""
+    if reliability >= threshold:
+        return (f"実際の平均の地図は二組の系列でほぼ同じ形になる（折半信頼性 {reliability:.2f}）ので、このヘッドの実際の注意は、"
+                "位置ベクトルだけの地図では説明できない形をしている。違いが何から来るか（省いた query・key のバイアス、層正規化の"
+                "非線形性、単語と位置の交差項）は、ここでは切り分けていない")
+    return "実際の平均の地図そのものが二組の系列で食い違い、定まっていないので、低い相関は位置の寄与がないことを意味しない"
