@@ -332,14 +332,8 @@ class _OneWriter:
     def discard_new_folder(self, out: Path) -> None:
         """After a failed stream-mixing run into a folder it made: remove the folder and its parents, unless a chunk
         file is there (finished work, kept for the resume) or another shard is writing into it."""
-        import fcntl
-
         lock = getattr(self, "lock", None)
-        if self.existed or lock is None or any(out.glob("chunk-*.parquet")):
-            return
-        try:
-            fcntl.flock(lock.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # alone with the folder?
-        except BlockingIOError:
+        if self.existed or lock is None or any(out.glob("chunk-*.parquet")) or not lock.alone():
             return
         shutil.rmtree(out, ignore_errors=True)
         self.release(keep_parents=False)

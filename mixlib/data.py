@@ -289,7 +289,7 @@ def _tokenize(tok: Any, texts: list, args: tuple, max_length: int, return_specia
         max_length=max_length,
         padding="longest",
         return_tensors="pt",
-        return_special_tokens_mask=return_special_tokens_mask,
+        return_special_tokens_mask=return_special_tokens_mask or (len(columns) == 2 and bool(too_long)),
         verbose=False,
     )
     if len(columns) == 2 and too_long:
@@ -299,17 +299,16 @@ def _tokenize(tok: Any, texts: list, args: tuple, max_length: int, return_specia
 
 
 def _warn_lost_sentences(out: Any, rows: list[int], max_length: int) -> None:
-    """One warning per truncated pair that kept no token of one of its sentences (naming it: ``texts[i]``)."""
+    """One warning per truncated pair that kept no token of one of its sentences (naming it: ``texts[i]``).
+
+    Read from the tokens the tokenizer added (``special_tokens_mask``), the same for every tokenizer: the first
+    sentence is the run of ordinary tokens after the first added one, the second the run before the last
+    (``[CLS] a [SEP] b [SEP]``, ``<s> a </s></s> b </s>``).
+    """
     for i in rows:
-        if out.is_fast:
-            seq = out.sequence_ids(i)
-            kept = (seq.count(0), seq.count(1))
-        elif "token_type_ids" in out:  # [CLS] a [SEP] (type 0) b [SEP] (type 1)
-            real = out["attention_mask"][i].bool()
-            types = out["token_type_ids"][i][real]
-            kept = (int((types == 0).sum()) - 2, int((types == 1).sum()) - 1)
-        else:  # pragma: no cover - a slow tokenizer without segment ids
-            continue
+        added = out["special_tokens_mask"][i][out["attention_mask"][i].bool()].tolist()
+        marks = [j for j, a in enumerate(added) if a]
+        kept = (marks[1] - marks[0] - 1, marks[-1] - marks[-2] - 1)
         for which, n in zip(("first", "second"), kept):
             if n == 0:
                 warnings.warn(f"texts[{i}]: truncating the pair to max_length={max_length} tokens left nothing of its "

@@ -79,23 +79,32 @@ class OutLock:
                 return
             os.close(fd)
 
-    def release(self) -> None:
-        """Let the lock go; the last holder removes the lock file."""
+    def alone(self) -> bool:
+        """Whether no other process holds the lock now; if so, this one holds it exclusively from here on."""
         import fcntl
 
-        fd, self.fd = self.fd, None
+        if self.fd is None:
+            return False
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def release(self) -> None:
+        """Let the lock go; the last holder removes the lock file."""
+        fd = self.fd
         if fd is None:
             return
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # alone? then nobody else can be using the file
-        except BlockingIOError:
-            pass  # another shard still holds it; it removes the file when it is done
-        else:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
+            if self.alone():  # nobody else can be using the file: remove it
+                try:
+                    os.unlink(self.path)
+                except FileNotFoundError:
+                    pass
+            # else another shard still holds it; it removes the file when it is done
         finally:
+            self.fd = None
             os.close(fd)
 
     def __enter__(self) -> "OutLock":

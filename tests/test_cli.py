@@ -929,6 +929,18 @@ def test_a_failed_first_stream_run_leaves_nothing(tmp_path, monkeypatch, capsys,
     out = tmp_path / "kept" / "s"
     assert cli.main(["stream-mixing", "--texts", texts, "--device", "cpu", "--chunk-size", "1", "--out", str(out)]) == 2
     assert (out / "chunk-0000000.parquet").is_file() and (out / "stream.json").is_file()  # finished work stays
+    # a new folder another shard is writing into (it holds the shared lock) is left to that shard
+    from mixlib.outlock import OutLock
+
+    monkeypatch.setattr(mixlib.stream, "mix_chunk", bad_text)
+    other = tmp_path / "busy" / "s"
+    (other.parent).mkdir()
+    shard = OutLock(other, shared=True)
+    try:
+        assert cli.main(["stream-mixing", "--texts", texts, "--device", "cpu", "--out", str(other)]) == 2
+        assert (other / "stream.json").is_file()
+    finally:
+        shard.release()
 
 
 def test_a_late_ctrl_c_while_python_exits_is_ignored(tmp_path):

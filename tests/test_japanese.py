@@ -475,6 +475,13 @@ def test_long_japanese_lines_are_read_in_pieces_with_the_same_tokens(ja_env):
                 with d.special_tokens_as_text(tok):
                     want = tok(*args, truncation="longest_first", max_length=ml, padding="longest", return_tensors="pt")
                 assert torch.equal(got, want["input_ids"]), (ml, texts[0][:20])
+        # the lost-sentence warning from a slow tokenizer that makes no segment ids
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            mixlib.tokenize(ja, [("一つ目の長い文です。", "二つ目の文です。")], max_length=4)
+        lost = [str(w.message) for w in caught if "left nothing" in str(w.message)]
+        assert lost == ["texts[0]: truncating the pair to max_length=4 tokens left nothing of its second sentence; "
+                        "give a larger max_length."], lost
         print("OK")
         """, ja_env)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
