@@ -28,6 +28,9 @@ __all__ = [
     "principal_angles",
     "Overlap",
     "centred_overlap",
+    "one_sided_centring",
+    "cls_spread",
+    "cross_term_ratio",
     "percentile_of",
     "random_orthonormal",
     "random_abs_cos",
@@ -491,6 +494,29 @@ class Overlap:
         df.index.name = "k"
         return df
 
+    def k_verdicts(self) -> dict[str, list[int]]:
+        """Which ``k`` fall outside the random subspaces' 95% interval, and on which side.
+
+        Returns
+        -------
+        dict of list of int
+            ``below`` / ``above``: the centred share below its null's 2.5% point / above its 97.5% point;
+            ``above_raw`` / ``below_raw``: the raw share at percentile >= 97.5 / <= 2.5 of its null;
+            ``angle_wider`` / ``angle_typical`` / ``angle_narrower``: the centred smallest principal angle at
+            percentile >= 97.5, strictly between 2.5 and 97.5, <= 2.5; ``angle_raw_below``: the raw smallest angle
+            below the null's 2.5% point; ``reversed``: k in both ``above_raw`` and ``below`` (centring turns the
+            conclusion round).
+        """
+        t = self.share_table()
+        ks = lambda mask: [int(k) for k in t.index[mask]]  # noqa: E731
+        pa = t["percentile_min_angle"]
+        out = {"below": ks(t["share_centred"] < t["null_q025"]), "above": ks(t["share_centred"] > t["null_q975"]),
+               "above_raw": ks(t["percentile_raw"] >= 97.5), "below_raw": ks(t["percentile_raw"] <= 2.5),
+               "angle_wider": ks(pa >= 97.5), "angle_typical": ks((pa > 2.5) & (pa < 97.5)), "angle_narrower": ks(pa <= 2.5),
+               "angle_raw_below": ks(t["min_angle_raw"] < t["null_min_angle_q025"])}
+        out["reversed"] = [k for k in out["above_raw"] if k in out["below"]]
+        return out
+
 
 def percentile_of(value: float, null: np.ndarray) -> float:
     """Percentage of the null draws strictly below ``value`` plus half of the ties (0..100).
@@ -712,6 +738,114 @@ def centred_overlap(
         min_angle_raw=min_r,
         null_min_angle=null_ang,
     )
+
+
+def _pair_of_sets(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Two non-empty finite 2-D arrays with the same number of columns (one line saying what is wrong otherwise)."""
+    A, B = np.asarray(A), np.asarray(B)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[1] or not len(A) or not len(B):
+        raise ValueError(f"expected two non-empty (n, D) arrays with the same D, got shapes {A.shape} and {B.shape}.")
+    if not (np.isfinite(A).all() and np.isfinite(B).all()):
+        raise ValueError("the vectors contain NaN or inf: check the embeddings passed in.")
+    return A, B
+
+
+def one_sided_centring(W: Any, P: Any, *, n_words: int = 6000, seed: int = 0) -> dict[str, float]:
+    """Which mean inflates the raw cosines of word x position pairs: centre neither set, one, or both.
+
+    A raw cosine of a word ``w`` and a position ``p`` splits as ``w.p = wbar.pbar + wbar.(p - pbar) + (w - wbar).pbar
+    + (w - wbar).(p - pbar)``. Subtracting one set's mean removes the terms that carry it.
+
+    Parameters
+    ----------
+    W : array-like, shape (V, D)
+        Word embeddings (the means are over all of them).
+    P : array-like, shape (P, D)
+        Position embeddings.
+    n_words : int, default 6000
+        Words sampled (seeded, without replacement) for the pairs.
+    seed : int, default 0
+
+    Returns
+    -------
+    dict
+        ``none``, ``pos``, ``word``, ``both``: mean ``|cos|`` over the sampled words x all positions with neither set
+        centred, the positions only, the words only, both; ``n_words``; ``lowers_pct``: % of pairs whose cosine is
+        lower once both are centred; ``t3_raises_pct``: % of pairs whose ``|cos|`` the third term
+        ``(w - wbar).pbar / (|w| |p|)`` makes larger.
+    """
+    W, P = _pair_of_sets(W, P)
+    n_words = _int_arg("n_words", n_words, 1, 10**9)
+    sub = np.random.default_rng(seed).choice(W.shape[0], size=min(n_words, W.shape[0]), replace=False)
+    unit = lambda X: X / np.linalg.norm(X, axis=1, keepdims=True)  # noqa: E731
+    w, wc, p, pc = unit(W[sub]), unit(W[sub] - W.mean(0)), unit(P), unit(P - P.mean(0))
+    raw = w @ p.T
+    t3 = ((W[sub] - W.mean(0)) @ P.mean(0))[:, None] / (np.linalg.norm(W[sub], axis=1)[:, None] * np.linalg.norm(P, axis=1)[None, :])
+    return {"none": float(np.abs(raw).mean()), "pos": float(np.abs(w @ pc.T).mean()), "word": float(np.abs(wc @ p.T).mean()),
+            "both": float(np.abs(wc @ pc.T).mean()), "n_words": len(sub),
+            "lowers_pct": float(100 * (raw > wc @ pc.T).mean()), "t3_raises_pct": float(100 * (np.abs(raw) > np.abs(raw - t3)).mean())}
+
+
+def cls_spread(W: Any, P: Any, cls_id: int, sep_id: int, *, near: float = 0.1, early: int = 16) -> dict[str, Any]:
+    """Is [CLS] x position 0 an isolated pair? The cosines of [CLS] and of [SEP] with every position, summarised.
+
+    Parameters
+    ----------
+    W, P : array-like, shape (V, D) and (P, D)
+        Word and position vectors with unit rows (raw or centred), so that a dot product is a cosine.
+    cls_id, sep_id : int
+    near : float, default 0.1
+        A position counts as near position 0 when its cosine with [CLS] is at least position 0's minus ``near``.
+    early : int, default 16
+        Positions ``1 .. early - 1`` are the early ones.
+
+    Returns
+    -------
+    dict
+        ``pos0``: [CLS] x position 0; ``near``: the other positions near it; ``second`` / ``c2``: the largest other
+        position and its cosine; ``early_lo`` / ``early_hi``: the range over the early positions; ``sep_pos`` /
+        ``sep_c``: [SEP]'s largest position and its cosine.
+    """
+    W, P = _pair_of_sets(W, P)
+    cls_id, sep_id = _int_arg("cls_id", cls_id, 0, len(W) - 1), _int_arg("sep_id", sep_id, 0, len(W) - 1)
+    early = _int_arg("early", early, 2, len(P))
+    cc, cs = P @ W[cls_id], P @ W[sep_id]  # (P,)
+    near_ = [int(k) for k in np.flatnonzero(cc >= cc[0] - near) if k != 0]
+    second = int(np.argmax(np.where(np.arange(len(cc)) == 0, -np.inf, cc)))
+    return {"pos0": float(cc[0]), "near": near_, "second": second, "c2": float(cc[second]),
+            "early_lo": float(cc[1:early].min()), "early_hi": float(cc[1:early].max()),
+            "sep_pos": int(np.argmax(cs)), "sep_c": float(cs.max())}
+
+
+def cross_term_ratio(enc: Any, words: Any, positions: Any, *, layer: int = 0, component: str = "query") -> np.ndarray:
+    """How large the word-position cross term is in one layer's projection, per head.
+
+    For a head's projection ``M`` (``d_head x D``), ``|M(e + p)|^2 = |Me|^2 + |Mp|^2 + 2 e^T M^T M p``. This returns,
+    per head, the mean over every word ``e`` x position ``p`` of ``|2 e^T M^T M p| / (|Me|^2 + |Mp|^2)``: 0 when the
+    head sees words and positions in orthogonal subspaces.
+
+    Parameters
+    ----------
+    enc : Encoder
+    words, positions : array-like, shape (n, D) and (k, D)
+    layer : int, default 0
+    component : {"query", "key", "value"}, default "query"
+
+    Returns
+    -------
+    numpy.ndarray, shape (H,)
+    """
+    W, _ = enc.projection(layer, component)
+    M = W.cpu().numpy().reshape(enc.n_heads, enc.d_head, enc.d_model)  # (H, d', D)
+    e, p = _pair_of_sets(words, positions)
+    if e.shape[1] != enc.d_model:
+        raise ValueError(f"words and positions have {e.shape[1]} columns but {enc.name} has d_model = {enc.d_model}.")
+    out = []
+    for h in range(enc.n_heads):
+        Pw, Pp = e @ M[h].T, p @ M[h].T  # (n, d'), (k, d')
+        den = (Pw**2).sum(1)[:, None] + (Pp**2).sum(1)[None, :]
+        out.append((2 * np.abs(Pw @ Pp.T) / den).mean())
+    return np.array(out)
 
 
 # ---------------------------------------------------------------------------

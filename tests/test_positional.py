@@ -463,3 +463,93 @@ def test_new_functions_exported_lazily():
     for name in ("centred_overlap", "Overlap", "token_attention", "map_correlation", "psi_rank_agreement"):
         assert getattr(mixlib, name) is getattr(positional, name)
         assert name in positional.__all__
+
+
+def test_k_verdicts_read_the_share_table():
+    from mixlib.positional import centred_overlap
+
+    W, Pm = _toy_sets()
+    ov = centred_overlap(W, Pm, ks=(1, 3, 8), n_draws=50, n_rotations=20, n_sample=100, seed=3, model="toy")
+    kv, tab = ov.k_verdicts(), ov.share_table()
+    for k in ov.ks:  # each k by hand, from the table's own columns
+        assert (k in kv["below"]) == (tab.loc[k, "share_centred"] < tab.loc[k, "null_q025"])
+        assert (k in kv["above"]) == (tab.loc[k, "share_centred"] > tab.loc[k, "null_q975"])
+        assert (k in kv["above_raw"]) == (tab.loc[k, "percentile_raw"] >= 97.5)
+        pa = tab.loc[k, "percentile_min_angle"]
+        assert [k in kv[n] for n in ("angle_wider", "angle_typical", "angle_narrower")].count(True) == 1
+        assert (k in kv["angle_wider"]) == (pa >= 97.5)
+    assert kv["below"][:1] == [1] and 1 in kv["above_raw"]  # the toy sets: positions avoid the words' top direction,
+    assert kv["reversed"] == [k for k in kv["above_raw"] if k in kv["below"]] and 1 in kv["reversed"]  # raw: the shared mean
+
+
+def test_one_sided_centring_vs_direct_cosines():
+    from mixlib.positional import one_sided_centring
+
+    W, Pm = _toy_sets()
+    got = one_sided_centring(W, Pm, n_words=10_000, seed=1)  # more than V: every word, in some order
+    wc, pc = W - W.mean(0), Pm - Pm.mean(0)
+    C, Cc = _direct_cos(W, Pm), _direct_cos(wc, pc)
+    assert got["n_words"] == len(W)
+    assert got["none"] == pytest.approx(np.abs(C).mean(), rel=1e-9)
+    assert got["pos"] == pytest.approx(np.abs(_direct_cos(W, pc)).mean(), rel=1e-9)
+    assert got["word"] == pytest.approx(np.abs(_direct_cos(wc, Pm)).mean(), rel=1e-9)
+    assert got["both"] == pytest.approx(np.abs(Cc).mean(), rel=1e-9)
+    assert got["lowers_pct"] == pytest.approx(100 * (C > Cc).mean())
+    # the third term, pair by pair: (w - wbar).pbar / (|w| |p|)
+    t3 = np.array([[(W[i] - W.mean(0)) @ Pm.mean(0) / (math.dist(W[i], 0 * W[i]) * math.dist(Pm[j], 0 * Pm[j]))
+                    for j in range(len(Pm))] for i in range(len(W))])
+    assert got["t3_raises_pct"] == pytest.approx(100 * (np.abs(C) > np.abs(C - t3)).mean())
+    # both sets carry the shared offset: centring either one lowers the mean |cos|, both lowers it most
+    assert got["none"] > max(got["pos"], got["word"]) and got["both"] < got["none"] / 2
+    small = one_sided_centring(W, Pm, n_words=50, seed=1)
+    assert small["n_words"] == 50 and small == one_sided_centring(W, Pm, n_words=50, seed=1)
+    with pytest.raises(ValueError, match="same D"):
+        one_sided_centring(W, Pm[:, :5])
+    with pytest.raises(ValueError, match="n_words"):
+        one_sided_centring(W, Pm, n_words=0)
+    with pytest.raises(ValueError, match="NaN"):
+        one_sided_centring(np.full_like(W, np.nan), Pm)
+
+
+def test_cls_spread_by_hand():
+    from mixlib.positional import cls_spread
+
+    W = np.eye(4)[[0, 1, 2]]  # [CLS] = word 0, [SEP] = word 2
+    ang = np.radians([0, 5, 80, 50, 30])  # position k at this angle from [CLS], in the plane of words 0 and 1
+    P = np.c_[np.cos(ang), np.sin(ang), [0, 0, 0.3, 0, 0], np.zeros(5)]
+    P /= np.linalg.norm(P, axis=1, keepdims=True)
+    got = cls_spread(W, P, 0, 2, near=0.1, early=4)
+    cc = P[:, 0]
+    assert got["pos0"] == pytest.approx(1.0) and got["near"] == [1]  # cos 5° = 0.996 is within 0.1 of 1, cos 30° is not
+    assert got["second"] == 1 and got["c2"] == pytest.approx(cc[1])
+    assert got["early_lo"] == pytest.approx(cc[1:4].min()) and got["early_hi"] == pytest.approx(cc[1:4].max())
+    assert got["sep_pos"] == 2 and got["sep_c"] == pytest.approx(P[2, 2])
+    assert cls_spread(W, P, 0, 2, near=0.2, early=4)["near"] == [1, 4]  # cos 30° = 0.866
+    with pytest.raises(ValueError, match="cls_id"):
+        cls_spread(W, P, 3, 2)
+    with pytest.raises(ValueError, match="early"):
+        cls_spread(W, P, 0, 2, early=9)
+
+
+def test_cross_term_ratio_vs_expanding_the_square(tiny_enc):
+    from mixlib.positional import cross_term_ratio
+
+    rng = np.random.default_rng(0)
+    e, p = rng.standard_normal((7, tiny_enc.d_model)), rng.standard_normal((3, tiny_enc.d_model))
+    got = cross_term_ratio(tiny_enc, e, p, layer=1, component="key")
+    Wk = tiny_enc.model.encoder.layer[1].attention.self.key.weight.detach().double().numpy()  # (H * d', D)
+    dh = tiny_enc.d_head
+    for h in range(tiny_enc.n_heads):
+        M = Wk[h * dh:(h + 1) * dh]
+        vals = []
+        for x in e:
+            for y in p:  # |M(e + p)|² − |Me|² − |Mp|² is the cross term 2 eᵀMᵀMp
+                full, a, b = (np.sum((M @ v) ** 2) for v in (x + y, x, y))
+                vals.append(abs(full - a - b) / (a + b))
+        assert got[h] == pytest.approx(np.mean(vals), rel=1e-4)
+    assert got.shape == (tiny_enc.n_heads,) and (got > 0).all()
+    # 2|ab| <= a² + b²: the ratio never exceeds 1, and reaches it when p = e
+    assert cross_term_ratio(tiny_enc, e, e, layer=0).max() <= 1 + 1e-6
+    assert cross_term_ratio(tiny_enc, e[:1], e[:1], layer=0) == pytest.approx(np.ones(tiny_enc.n_heads))
+    with pytest.raises(ValueError, match="d_model"):
+        cross_term_ratio(tiny_enc, e[:, :5], p[:, :5])

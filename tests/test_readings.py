@@ -148,3 +148,83 @@ def test_attn_and_worst_reading_every_branch():
     settled = r.worst_reading(0.7)
     assert settled.startswith("実際の平均の地図は二組の系列でほぼ同じ形になる（折半信頼性 0.70）ので") and settled.endswith("ここでは切り分けていない")
     assert r.worst_reading(0.69) == "実際の平均の地図そのものが二組の系列で食い違い、定まっていないので、低い相関は位置の寄与がないことを意味しない"
+
+
+def test_one_sided_align_and_infl_readings_every_branch():
+    assert r.one_sided_reading(0.05, 0.02) == "水増しの大部分は、位置の平均ベクトル（全位置に共通の成分）による"
+    assert r.one_sided_reading(0.02, 0.05) == "水増しの大部分は、単語の平均ベクトル（全単語に共通の成分）による"
+    assert r.one_sided_reading(0.04, 0.02) == "水増しには、二つの平均ベクトルのどちらも同じくらい効いている"  # exactly twice: not more
+    assert r.align_reading(12.4) == "平均どうしのコサインはその 12 倍で、二つの平均は偶然では説明できないほど同じ向きにそろっている"
+    assert r.align_reading(-4.0) == "平均どうしのコサインはその -4 倍で、二つの平均は偶然では説明できないほど逆向きにそろっている"
+    assert r.align_reading(3.0) == r.align_reading(-3.0) == "平均どうしのコサインはランダムな二つの方向と区別できない"
+    assert r.infl_reading(2.34) == "中心化しない値は 2.3 倍に水増しされていたことになる"
+    assert r.infl_reading(0.854) == "中心化しない値は、中心化した値の 0.85 倍で、小さく出ていたことになる"
+    assert r.infl_reading(1.05) == "中心化してもほとんど変わらない"
+
+
+def test_fixed_and_offset_readings_every_branch():
+    claim = "論文の「決まった相対位置を見るヘッドがある」は、"
+    raw = "論文の式（生の位置ベクトル）では、どのヘッドも相対位置ごとの平均が一様の 1.3 倍以下で、ほぼ一様である。"
+    assert r.fixed_reading(1.26, [(3, 1, 4.52), (7, -1, 2.0)]) == (
+        raw + "層正規化を通すか実際の尺度にそろえると、H3（相対位置 +1、実際の尺度で一様の 4.5 倍）、H7（相対位置 -1、実際の尺度で一様の 2.0 倍）"
+        "が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まる。" + claim + "層正規化を通した位置ベクトルでなら手元のモデルでも見える")
+    assert r.fixed_reading(1.26, []) == (
+        raw + "層正規化を通しても、0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まるヘッドはない。" + claim + "手元のモデルでは見えない")
+    assert r.fixed_cell(1.26, [(3, 1), (7, -1)]) == "H3（+1）、H7（-1）（生の位置ベクトルでは最大でも一様の 1.3 倍）"
+    assert r.fixed_cell(1.26, []) == "なし（生の位置ベクトルでは最大でも一様の 1.3 倍）"
+    assert r.offset_reading(True).startswith("地図全体の相関が高くても、注意がもっとも集まる相対位置までは")
+    assert r.offset_reading(True).endswith("地図の形が似ているという意味で、どこを一番見るかまでは言っていない")
+    assert r.offset_reading(False) == "これらのヘッドでは、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
+
+
+def test_psi_readings_every_branch():
+    assert r.psi_reading(0).startswith("どのヘッド・位置でも順位相関の 95% 区間の下端が目安を超えるので")
+    assert r.psi_reading(0).endswith("ただし、特徴ごとにいちばん大きいヘッドが保たれるかは別の問いである")
+    assert r.psi_reading(2) == ("順位相関の 95% 区間の下端が目安を下回るヘッド・位置の組があり、そこでは単語埋め込みだけで求めた順位を"
+                                "実際の入力に当てはめられない")
+    kept = "どのヘッドでも比は 0.9〜1.1 倍の中にあり、値もおおむね保たれる"
+    assert r.psi_value_reading(0.95, 1.05) == r.psi_value_reading(0.9, 1.1) == kept
+    lost = "順位は保たれても値は保たれないので、単語だけで計算した ψ の値を、実際の入力でのヘッドの伸ばし方の大きさとして読むことはできない"
+    assert r.psi_value_reading(0.89, 1.0) == r.psi_value_reading(1.0, 1.11) == lost
+
+
+def test_paper_comparison_every_branch():
+    assert r.paper_comparison(0.531, 0.55, same_model=True, paper_model="bert-base-uncased") == (
+        "0.531（論文の bert-base-uncased: 0.55、差 -0.019）")
+    assert r.paper_comparison(0.2, 0.55, same_model=False, paper_model="bert-base-uncased") == (
+        "0.200（論文の bert-base-uncased: 0.55。別のモデルの値）")
+
+
+# the largest layer-0 head per feature: on words alone, and at positions 1, 5, 10 (head, share of resamplings won)
+_WORDS = {"年": (2, 0.97), "数": (5, 0.95), "人名": (1, 0.6)}
+_SAME = {"年": {1: (2, 0.99), 5: (2, 0.99), 10: (2, 0.99)}, "数": {1: (5, 0.9), 5: (5, 0.9), 10: (5, 0.9)},
+         "人名": {1: (1, 0.7), 5: (1, 0.7), 10: (1, 0.7)}}
+
+
+def test_head_changes_counts_settled_and_open_pairs():
+    at = {**_SAME, "年": {1: (3, 0.95), 5: (3, 0.92), 10: (4, 0.5)}, "人名": {1: (4, 0.99), 5: (1, 0.7), 10: (1, 0.7)}}
+    ch = r.head_changes(_WORDS, at, settled=0.9)
+    assert ch["moved"] == {"年": {3: [1, 5]}} and ch["open"] == {"年": [10], "人名": [1]}
+    assert ch["changed"] == ["年"] and ch["unsettled"] == ["年", "人名"] and (ch["n_changed"], ch["n_open"]) == (2, 2)
+    assert r.head_changes(_WORDS, _SAME, 0.9) == {"moved": {}, "open": {}, "changed": [], "unsettled": [], "n_changed": 0, "n_open": 0}
+
+
+def test_head_label_reading_every_branch():
+    assert r.head_label_reading(_WORDS, _SAME, 0.9) == (
+        "どの特徴・どの位置でも、層 0 でいちばん大きいヘッドは単語埋め込みだけのときと同じで、前章の層 0 のヘッドの読みは実際の入力でも保たれる")
+    # a settled change, an unsettled one in the same feature, and a feature whose words-only head is itself unsettled
+    at = {**_SAME, "年": {1: (3, 0.95), 5: (3, 0.92), 10: (4, 0.5)}, "人名": {1: (4, 0.99), 5: (1, 0.7), 10: (1, 0.7)}}
+    got = r.head_label_reading(_WORDS, at, 0.9)
+    assert got.startswith(
+        "「年」は単語だけで最大の H2 が、位置 1・5 では H3 になる。「年」は、位置 10 で最大のヘッドが単語だけのとき（H2）と違うが、"
+        "選び直しで定まらないので、替わったとは言えない。「人名」は、単語だけでも最大のヘッドが選び直しで定まらない（最大の H1 が勝つのは 60%）"
+        "ので、位置 1 で最大のヘッドが違っても、替わったとは言えない。ほかの特徴では、どの位置でも単語だけのときと同じヘッドである。")
+    assert got.endswith("替わった先が前章の「ヘッドの読み」の候補に入っていれば、読みは変わらない）")
+    # two settled heads at different positions of one feature
+    two = {**_SAME, "数": {1: (6, 0.95), 5: (7, 0.95), 10: (6, 0.95)}}
+    assert r.head_label_reading(_WORDS, two, 0.9).startswith("「数」は単語だけで最大の H5 が、位置 1・10 では H6、位置 5 では H7 になる。ほかの特徴")
+    # only unsettled changes
+    only_open = {**_SAME, "人名": {1: (4, 0.99), 5: (1, 0.7), 10: (1, 0.7)}}
+    assert r.head_label_reading(_WORDS, only_open, 0.9) == (
+        "「人名」は、単語だけでも最大のヘッドが選び直しで定まらない（最大の H1 が勝つのは 60%）ので、位置 1 で最大のヘッドが違っても、"
+        "替わったとは言えない。定まったヘッドどうしで替わった特徴はなく、ほかの特徴では、どの位置でも単語だけのときと同じヘッドである")

@@ -17,8 +17,14 @@ Chapter 12 (word and position embeddings)
 * :func:`listed` -- ``k`` values or heads in a sentence (``なし`` when there are none);
 * :func:`share_reading`, :func:`angle_reading`, :func:`raw_reading`, :func:`ortho_conclusion` -- what the centred
   overlap of word and position subspaces says, against random subspaces and rotations;
+* :func:`one_sided_reading`, :func:`align_reading`, :func:`infl_reading` -- which mean inflates the raw cosines, and
+  by how much;
 * :func:`own_reading`, :func:`attn_reading`, :func:`worst_reading` -- whether a head's position-only attention pattern
-  survives, as that head's own, in its real attention.
+  survives, as that head's own, in its real attention;
+* :func:`fixed_reading`, :func:`fixed_cell`, :func:`offset_reading` -- figure 6's fixed relative positions;
+* :func:`psi_reading`, :func:`psi_value_reading` -- whether words-only ψ carries over to the real input;
+* :func:`head_changes`, :func:`head_label_reading` -- whether layer 0's head labels hold once positions are added;
+* :func:`paper_comparison` -- a table cell: our value beside the paper's.
 """
 
 from __future__ import annotations
@@ -30,7 +36,8 @@ import numpy as np
 
 __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "near_positions", "cls_spread_reading",
            "listed", "share_reading", "angle_reading", "raw_reading", "ortho_conclusion", "own_reading", "attn_reading",
-           "worst_reading"]
+           "worst_reading", "one_sided_reading", "align_reading", "infl_reading", "fixed_reading", "fixed_cell",
+           "offset_reading", "psi_reading", "psi_value_reading", "head_changes", "head_label_reading", "paper_comparison"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -219,3 +226,159 @@ def worst_reading(reliability: float, threshold: float = 0.7) -> str:
                 "位置ベクトルだけの地図では説明できない形をしている。違いが何から来るか（省いた query・key のバイアス、層正規化の"
                 "非線形性、単語と位置の交差項）は、ここでは切り分けていない")
     return "実際の平均の地図そのものが二組の系列で食い違い、定まっていないので、低い相関は位置の寄与がないことを意味しない"
+
+
+def one_sided_reading(drop_pos: float, drop_word: float) -> str:
+    """Which set's mean vector inflates the raw mean |cos|: how far it falls when only the positions are centred
+    (``drop_pos``) or only the words (``drop_word``); one counts as the main cause at twice the other's drop."""
+    if drop_pos > 2 * drop_word:
+        return "水増しの大部分は、位置の平均ベクトル（全位置に共通の成分）による"
+    if drop_word > 2 * drop_pos:
+        return "水増しの大部分は、単語の平均ベクトル（全単語に共通の成分）による"
+    return "水増しには、二つの平均ベクトルのどちらも同じくらい効いている"
+
+
+def align_reading(z: float) -> str:
+    """The cosine of the two mean vectors, in units of a random pair's spread ``1/sqrt(d)``; beyond 3 it is no chance."""
+    if z > 3:
+        return f"平均どうしのコサインはその {z:.0f} 倍で、二つの平均は偶然では説明できないほど同じ向きにそろっている"
+    if z < -3:
+        return f"平均どうしのコサインはその {z:.0f} 倍で、二つの平均は偶然では説明できないほど逆向きにそろっている"
+    return "平均どうしのコサインはランダムな二つの方向と区別できない"
+
+
+def infl_reading(inflation: float) -> str:
+    """The raw mean |cos| over the centred one: inflated (1.1 or more), deflated (0.9 or less) or about the same."""
+    if inflation >= 1.1:
+        return f"中心化しない値は {inflation:.1f} 倍に水増しされていたことになる"
+    if inflation <= 0.9:
+        return f"中心化しない値は、中心化した値の {inflation:.2f} 倍で、小さく出ていたことになる"
+    return "中心化してもほとんど変わらない"
+
+
+_FIXED_CLAIM = "論文の「決まった相対位置を見るヘッドがある」は、"
+
+
+def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]]) -> str:
+    """Figure 6's claim (some heads attend to a fixed relative position), from the position-only maps.
+
+    ``raw_peak``: the largest per-offset mean of any head with the raw position vectors, in multiples of uniform;
+    ``fixed``: ``(head, offset, times uniform)`` for the heads that settle on a non-zero offset at the real scale and
+    in real attention.
+    """
+    raw = f"論文の式（生の位置ベクトル）では、どのヘッドも相対位置ごとの平均が一様の {raw_peak:.1f} 倍以下で、ほぼ一様である。"
+    if fixed:
+        heads = "、".join(f"H{h}（相対位置 {offset:+d}、実際の尺度で一様の {times:.1f} 倍）" for h, offset, times in fixed)
+        return (raw + f"層正規化を通すか実際の尺度にそろえると、{heads}が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に"
+                f"定まる。{_FIXED_CLAIM}層正規化を通した位置ベクトルでなら手元のモデルでも見える")
+    return (raw + "層正規化を通しても、0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まるヘッドはない。"
+            f"{_FIXED_CLAIM}手元のモデルでは見えない")
+
+
+def fixed_cell(raw_peak: float, fixed: Sequence[tuple[int, int]]) -> str:
+    """The verdict table's cell for figure 6: ``H3（+1）、H7（-1）`` (``(head, offset)`` each) or なし, and the raw peak."""
+    return ("、".join(f"H{h}（{offset:+d}）" for h, offset in fixed) or "なし") + f"（生の位置ベクトルでは最大でも一様の {raw_peak:.1f} 倍）"
+
+
+def offset_reading(any_other: bool) -> str:
+    """Whether the heads whose real map matches their own position-only map also peak at the same relative position
+    (``any_other``: some settle on another one)."""
+    if any_other:
+        return ("地図全体の相関が高くても、注意がもっとも集まる相対位置までは位置ベクトルだけの計算で決まらないヘッドがある。"
+                "上の「位置のパターンが実際の注意に残っている」は、地図の形が似ているという意味で、どこを一番見るかまでは言っていない")
+    return "これらのヘッドでは、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
+
+
+def psi_reading(n_low: int) -> str:
+    """Do words-only ψ ranks carry over to the real input? ``n_low``: (head, position) pairs whose rank correlation's
+    95% interval reaches below the bar."""
+    if n_low == 0:
+        return ("どのヘッド・位置でも順位相関の 95% 区間の下端が目安を超えるので、語彙全体でトークンをどれだけ伸ばすかの順位は"
+                "おおむね保たれる。ただし、特徴ごとにいちばん大きいヘッドが保たれるかは別の問いである")
+    return "順位相関の 95% 区間の下端が目安を下回るヘッド・位置の組があり、そこでは単語埋め込みだけで求めた順位を実際の入力に当てはめられない"
+
+
+def psi_value_reading(ratio_min: float, ratio_max: float) -> str:
+    """Are ψ's values kept too? The per-head ratio of medians (real input over words only), its smallest and largest."""
+    if ratio_min < 0.9 or ratio_max > 1.1:
+        return "順位は保たれても値は保たれないので、単語だけで計算した ψ の値を、実際の入力でのヘッドの伸ばし方の大きさとして読むことはできない"
+    return "どのヘッドでも比は 0.9〜1.1 倍の中にあり、値もおおむね保たれる"
+
+
+def head_changes(words: Mapping[str, tuple[int, float]], at: Mapping[str, Mapping[int, tuple[int, float]]],
+                 settled: float) -> dict[str, Any]:
+    """Where layer 0's largest head for a feature moves when positions are added to the word embeddings.
+
+    Parameters
+    ----------
+    words : ``feature -> (head, won)``: the largest head on the word embeddings alone, and the share of resamplings of
+        the feature's tokens it wins.
+    at : ``feature -> position -> (head, won)``: the same on the real input at each position.
+    settled : a head is settled when it wins at least this share.
+
+    Returns
+    -------
+    dict
+        ``moved``: ``feature -> head -> positions`` where both heads are settled and differ; ``open``: ``feature ->
+        positions`` where they differ but one is not settled; ``changed`` and ``unsettled``: the features with any of
+        each, in order; ``n_changed`` / ``n_open``: the (feature, position) pairs of each.
+    """
+    moved: dict[str, dict[int, list[int]]] = {}
+    open_: dict[str, list[int]] = {}
+    for name, (w, w_won) in words.items():
+        for k, (h, won) in at[name].items():
+            if h == w:
+                continue
+            if won >= settled and w_won >= settled:
+                moved.setdefault(name, {}).setdefault(h, []).append(k)
+            else:
+                open_.setdefault(name, []).append(k)
+    return {"moved": moved, "open": open_, "changed": [n for n in words if n in moved],
+            "unsettled": [n for n in words if n in open_],
+            "n_changed": sum(len(ks) for m in moved.values() for ks in m.values()),
+            "n_open": sum(len(ks) for ks in open_.values())}
+
+
+def _feature_head(name: str, head: int, won: float, moved: Mapping[int, Sequence[int]], open_: Sequence[int],
+                  settled: float) -> str:
+    """「年」は単語だけで最大の H2 が、位置 1・5 では H3 になる: one feature's sentence."""
+    dots = lambda ks: "・".join(str(k) for k in ks)  # noqa: E731
+    parts = []
+    if moved:
+        parts.append(f"「{name}」は単語だけで最大の H{head} が、" + "、".join(f"位置 {dots(ks)} では H{h}" for h, ks in moved.items())
+                     + " になる")
+    if open_ and won < settled:
+        parts.append(f"「{name}」は、単語だけでも最大のヘッドが選び直しで定まらない（最大の H{head} が勝つのは {won:.0%}）ので、"
+                     f"位置 {dots(open_)} で最大のヘッドが違っても、替わったとは言えない")
+    elif open_:
+        parts.append(f"「{name}」は、位置 {dots(open_)} で最大のヘッドが単語だけのとき（H{head}）と違うが、選び直しで定まらないので、"
+                     "替わったとは言えない")
+    return "。".join(parts)
+
+
+def head_label_reading(words: Mapping[str, tuple[int, float]], at: Mapping[str, Mapping[int, tuple[int, float]]],
+                       settled: float) -> str:
+    """Do the head labels read from word embeddings alone (chapter 11) hold on the real input? Arguments as in
+    :func:`head_changes`; one sentence per feature whose largest head moves."""
+    ch = head_changes(words, at, settled)
+    said = lambda names: "。".join(_feature_head(n, *words[n], ch["moved"].get(n, {}), ch["open"].get(n, []), settled)  # noqa: E731
+                                  for n in names)
+    if ch["changed"]:
+        return (said(ch["changed"] + [n for n in ch["unsettled"] if n not in ch["changed"]])
+                + "。ほかの特徴では、どの位置でも単語だけのときと同じヘッドである。単語埋め込みだけで選んだ層 0 のヘッドの名前は、"
+                "替わった特徴については、位置によっては実際の入力に当てはまらないことがある（前章でヘッドが一つに決まらなかった特徴は、"
+                "替わった先が前章の「ヘッドの読み」の候補に入っていれば、読みは変わらない）")
+    if ch["unsettled"]:
+        return said(ch["unsettled"]) + "。定まったヘッドどうしで替わった特徴はなく、ほかの特徴では、どの位置でも単語だけのときと同じヘッドである"
+    return "どの特徴・どの位置でも、層 0 でいちばん大きいヘッドは単語埋め込みだけのときと同じで、前章の層 0 のヘッドの読みは実際の入力でも保たれる"
+
+
+def paper_comparison(ours: float, paper: float, *, same_model: bool, paper_model: str) -> str:
+    """A table cell: our value beside the paper's, with the difference only when the model is the paper's.
+
+    >>> paper_comparison(0.531, 0.55, same_model=True, paper_model="bert-base-uncased")
+    '0.531（論文の bert-base-uncased: 0.55、差 -0.019）'
+    """
+    if same_model:
+        return f"{ours:.3f}（論文の {paper_model}: {paper}、差 {ours - paper:+.3f}）"
+    return f"{ours:.3f}（論文の {paper_model}: {paper}。別のモデルの値）"
