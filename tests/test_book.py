@@ -173,7 +173,7 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "08_bert": (434, 3, 12, 33, 11),
     "09_sentence_vectors": (245, 1, 2, 19, 5),
     "10_mixing": (400, 2, 3, 62, 10),
-    "11_norm_stretch": (642, 7, 5, 77, 20),
+    "11_norm_stretch": (425, 5, 4, 77, 20),
     "12_positional": (300, 0, 0, 33, 0),
     "13_japanese": (290, 1, 0, 46, 8),
 }
