@@ -62,6 +62,7 @@ _LAZY = {
     "random_psi_rms": "stretch",
     "normalize_stretch": "stretch",
     "bias_rank_correlation": "stretch",
+    "eigen_alignment": "stretch",
     "cluster_permutation_null": "clusters",
     "ClusterNull": "clusters",
     "feature_scores": "clusters",

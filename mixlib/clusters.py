@@ -51,6 +51,7 @@ __all__ = [
     "FeatureNull",
     "feature_null",
     "best_head_support",
+    "head_label",
     "feature_sets",
     "ClusterStability",
     "cluster_stability",
@@ -911,6 +912,33 @@ class FeatureNull:
     def passes(self, level: float = 95.0) -> bool:
         """True when the set's best head beats at least ``level`` percent of the random sets."""
         return bool(self.percentile >= level)
+
+    def candidates(self, wins: Any, *, level: float = 95.0, min_wins: float = 0.05) -> list[tuple[int, int]]:
+        """The heads a reading of the set keeps, most wins first: ``(layer index, head)``.
+
+        ``wins`` is :func:`best_head_support` of the same set (``(L, H)`` shares). A head is kept when it is the
+        best in at least ``min_wins`` of the resamplings; when the set :meth:`passes` at ``level``, only if its own
+        score also reaches the null's ``level`` percentile (a head that wins often but whose score chance reaches
+        would be read as picking up the feature without support).
+        """
+        wins = np.asarray(wins)
+        if wins.shape != self.scores.shape:
+            raise ValueError(f"wins has shape {wins.shape}; expected {self.scores.shape}, best_head_support of the same set.")
+        order = np.argsort(-wins, axis=None, kind="stable")
+        cands = [tuple(int(i) for i in np.unravel_index(j, wins.shape)) for j in order if wins.flat[j] >= min_wins]
+        if self.passes(level):
+            q_level = float(np.percentile(self.null_best, level))
+            cands = [c for c in cands if self.scores[c] >= q_level]
+        return cands
+
+
+def head_label(heads: Sequence[tuple[int, int]], layers: Sequence[int]) -> str:
+    """``L3-H2/H5`` for heads of one layer, ``L3-H2 / L4-H1`` otherwise: ``heads`` as ``(layer index, head)``."""
+    if not heads:
+        return "-"
+    if len({li for li, _ in heads}) == 1:
+        return f"L{layers[heads[0][0]]}-H" + "/H".join(str(h) for _, h in heads)
+    return " / ".join(f"L{layers[li]}-H{h}" for li, h in heads)
 
 
 def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0, pool: Sequence[int] | None = None,

@@ -85,15 +85,15 @@ def g(name: str, value: Any) -> Any:
     return value
 
 
-def sentence(name: str, text: str) -> str:
+def sentence(name: str, text: str) -> None:
     """Glue a sentence (without quotes) that a tested function chose from the numbers (:mod:`mixlib.course.readings`).
 
-    The notebook's side of a verdict: ``sentence("cls_rank_reading", readings.cls_rank_reading(...))``.
+    The notebook's side of a verdict: ``sentence("cls_rank_reading", readings.cls_rank_reading(...))``. Returns
+    None, so a cell that ends with it prints nothing (the sentence belongs in the prose, not under the code).
     """
     if not isinstance(text, str):
         raise TypeError(f"sentence({name!r}, ...) takes a str, got {type(text).__name__}.")
     glue(name, Text(text), display=False)
-    return text
 
 
 def format_value(text: str, spec: str | None) -> str:

@@ -43,6 +43,7 @@ __all__ = [
     "random_psi_rms",
     "normalize_stretch",
     "bias_rank_correlation",
+    "eigen_alignment",
     "PROJECTIONS",
 ]
 
@@ -498,3 +499,54 @@ def bias_rank_correlation(plain: Stretch, biased: Stretch, which: str = "qkv") -
     ra -= ra.mean(axis=-1, keepdims=True)
     rb -= rb.mean(axis=-1, keepdims=True)
     return (ra * rb).sum(axis=-1) / np.sqrt((ra * ra).sum(axis=-1) * (rb * rb).sum(axis=-1))
+
+
+def eigen_alignment(enc: Any, stretch: Stretch, X: Any, *, top: int = 100):
+    """Do the vectors a head stretches most lie along its top eigenvector, or only inside its row space?
+
+    For every projection, layer and head, take the ``top`` vectors of ``X`` with the largest ψ (NaN ψ never
+    counts) and compare them with the eigenvectors of ``M = P^T P`` (``P`` the head's ``d' x D`` block of the
+    projection weight; eigenvalues ``lambda_k = s_k^2`` from its singular values).
+
+    Parameters
+    ----------
+    enc : Encoder
+    stretch : Stretch
+        ``norm_stretch(enc, X=X)`` (or of the word embeddings, with ``X`` the same matrix).
+    X : array-like, shape (V, D)
+        The vectors ``stretch`` was computed on.
+    top : int, default 100
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (projection, layer, head): ``top_cos`` mean ``|cos|`` with the top eigenvector; ``top_share``
+        mean share of ψ² carried by the top eigenvalue's component, ``lambda_1 c_1^2 / sum_k lambda_k c_k^2``;
+        ``top_share_rand`` the same for a random direction, ``lambda_1 / sum lambda``; ``row_share`` mean share
+        of the squared (unit) length inside the row space (``d'/D`` for a random direction); ``lam21``
+        ``lambda_2 / lambda_1``.
+    """
+    import pandas as pd
+
+    X = np.asarray(X)
+    if X.ndim != 2 or X.shape[0] != stretch.shape[2] or X.shape[1] != enc.d_model:
+        raise ValueError(f"X has shape {X.shape}; expected ({stretch.shape[2]}, {enc.d_model}), the vectors of the Stretch.")
+    if not isinstance(top, (int, np.integer)) or isinstance(top, bool) or not 1 <= top <= X.shape[0]:
+        raise ValueError(f"top={top!r} is out of range; expected an integer in 1..{X.shape[0]}.")
+    dh = enc.d_head
+    with np.errstate(invalid="ignore", divide="ignore"):
+        X_unit = X / np.linalg.norm(X, axis=1, keepdims=True)  # a zero vector is NaN (its ψ too: never on top)
+    rows = []
+    for proj in PROJECTIONS:
+        p_all = stretch.get(proj[0])  # (L, H, V)
+        for li, layer in enumerate(stretch.layers):
+            W = enc.projection(int(layer), proj)[0].cpu().numpy().astype(np.float64)  # (D, D)
+            for h in range(enc.n_heads):
+                _, sv, Vt = np.linalg.svd(W[h * dh:(h + 1) * dh], full_matrices=False)  # eigenvectors of M: rows of Vt
+                lam = sv**2
+                best = np.argsort(-np.nan_to_num(p_all[li, h], nan=-np.inf))[:top]
+                c = X_unit[best] @ Vt.T  # (top, d'): components along the eigenvectors
+                rows.append({"projection": proj, "layer": int(layer), "head": h, "top_cos": np.abs(c[:, 0]).mean(),
+                             "top_share": (lam[0] * c[:, 0] ** 2 / (c**2 @ lam)).mean(), "top_share_rand": lam[0] / lam.sum(),
+                             "row_share": (c**2).sum(1).mean(), "lam21": lam[1] / lam[0]})
+    return pd.DataFrame(rows)

@@ -435,3 +435,28 @@ def test_feature_sets_hold_what_their_names_say(packaged_enc):
     assert set(words["機能語"]) == set(mixlib.clusters.FUNCTION_WORDS)
     assert {"taught", "chosen", "winning"} <= set(words["動詞の活用形"])
     assert all(len(set(ids)) == len(ids) for ids in sets.values())
+
+
+def test_feature_null_candidates_and_head_label():
+    from mixlib.clusters import head_label
+
+    rng = np.random.default_rng(0)
+    L, H, V = 2, 3, 500
+    psi = rng.normal(1.0, 0.2, size=(L, H, V))
+    ids = list(range(20))
+    psi[1, 2, ids] += 0.5
+    fn = mixlib.feature_null(psi, ids, n_draws=60, seed=5)
+    wins = np.array([[0.0, 0.02, 0.0], [0.1, 0.0, 0.88]])  # (1, 2) wins most, (1, 0) sometimes, (0, 1) rarely
+    # the set passes: (1, 0) wins often enough but its own score stays below the null's 95% point
+    assert fn.scores[1, 0] < np.percentile(fn.null_best, 95)
+    assert fn.candidates(wins) == [(1, 2)]
+    q95 = np.percentile(fn.null_best, 95)
+    assert fn.candidates(wins, min_wins=0.01) == [c for c in [(1, 2), (1, 0), (0, 1)] if fn.scores[c] >= q95]
+    # a set that does not pass keeps every head that wins often enough, most wins first
+    fn0 = mixlib.feature_null(psi, list(range(100, 120)), n_draws=60, seed=5)
+    assert not fn0.passes() and fn0.candidates(wins) == [(1, 2), (1, 0)]
+    with pytest.raises(ValueError, match="wins has shape"):
+        fn.candidates(wins[:1])
+    assert head_label([(1, 2), (1, 0)], [3, 7]) == "L7-H2/H0"
+    assert head_label([(1, 2), (0, 1)], [3, 7]) == "L7-H2 / L3-H1"
+    assert head_label([], [3, 7]) == "-"

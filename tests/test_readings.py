@@ -228,3 +228,57 @@ def test_head_label_reading_every_branch():
     assert r.head_label_reading(_WORDS, only_open, 0.9) == (
         "「人名」は、単語だけでも最大のヘッドが選び直しで定まらない（最大の H1 が勝つのは 60%）ので、位置 1 で最大のヘッドが違っても、"
         "替わったとは言えない。定まったヘッドどうしで替わった特徴はなく、ほかの特徴では、どの位置でも単語だけのときと同じヘッドである")
+
+
+# -- chapter 11 ------------------------------------------------------------------------------------------------------
+
+
+def test_eig_reading_every_branch():
+    assert r.eig_reading(0.31, 0.01, 0.5).endswith("という説明と合う")  # aligned: the row space does not matter
+    weak = r.eig_reading(0.12, 0.3, 0.083)
+    assert weak.startswith("ψ の大きいトークンは、最大固有ベクトル 1 本の向きにそろっているのではなく、ヘッドが写す部分空間全体に多く入っている")
+    assert weak.endswith("手元のモデルの数字が支えるのは、この弱い形である")
+    assert r.eig_reading(0.12, 0.05, 0.083) == (
+        "ψ の大きいトークンは、最大固有ベクトルの向きにも、ヘッドが写す部分空間にも、ランダムな向きより多くは入っていない")
+
+
+def test_beyond_chance_and_shape_reading_every_branch():
+    assert (r.beyond_chance(True), r.beyond_chance(False)) == ("偶然を超える", "偶然と区別できない")
+    assert (r.beyond_chance(True, past=True), r.beyond_chance(False, past=True)) == ("偶然を超えた", "偶然を超えない")
+    for stat in ("peak_ratio", "top1pct_ratio"):
+        assert r.shape_reading(stat, False, 0.99, 0.05) == "偶然と区別できない（突出は言えない）"
+        assert r.shape_reading(stat, True, 0.9, 0.05) == "ほぼどのヘッドでも偶然を超え、論文の読みを支える"
+        assert r.shape_reading(stat, True, 0.34, 0.05) == (
+            "超えたヘッドは 34%（偶然なら 5%）で、突出は一部のヘッドでだけ偶然を超える。論文の「どのヘッドでも」は支えない")
+    assert r.shape_reading("tail_cv", True, 1.0, 0.05) == (
+        "裾はメンバーをランダムにしたクラスタよりわずかに大きくばらつく（頂点と比べた「平ら」は、この比較では測れない）")
+    assert r.shape_reading("tail_cv", False, 0.0, 0.05) == "裾のばらつきはメンバーをランダムにしたクラスタと区別できない"
+    with pytest.raises(ValueError, match="stat="):
+        r.shape_reading("median", True, 0.5, 0.05)
+
+
+def test_year_control_reading_every_branch():
+    assert r.year_control_reading([]) == "年の特徴は偶然を超えなかったので、対照は比べない"
+    rows = [("年だけ", "L3-H2", 1.8, 1.2), ("年・月", "L3-H2", 1.6, 1.2)]
+    assert r.year_control_reading(rows) == (
+        "「年だけ」と「年・月」のヘッド L3-H2 では、年でない 3 桁の数のスコアは 1.20、「年だけ」は 1.80・「年・月」は 1.60 である。"
+        "このヘッドは年でない数より年を強く伸ばしており、この対照に対しては年に特有の好みがあると読める")
+    two = [("年だけ", "L3-H2", 1.8, 1.2), ("年・月", "L5-H0", 1.1, 1.3)]
+    assert r.year_control_reading(two) == (
+        "「年だけ」のヘッド L3-H2 では、年でない 3 桁の数のスコアは 1.20、「年だけ」は 1.80 である。「年・月」のヘッド L5-H0 では、"
+        "年でない 3 桁の数のスコアは 1.30、「年・月」は 1.10 である。このヘッドは年に特有ではない（年でない 3 桁の数のほうが高い）。"
+        "何を伸ばすヘッドなのかは、この対照だけでは決まらない")
+    assert (r.year_specific(True), r.year_specific(False)) == ("（年に特有）", "（年に特有とは言えない）")
+
+
+def test_special_bias_band_and_note_every_branch():
+    assert r.special_reading(0.41, 0.1) == "ランダムに選んだときの 4 倍の割合で入る"
+    assert r.special_reading(0.2, 0.1) == "ランダムに選んだときと大きくは変わらない割合で入る"  # exactly twice: not more
+    assert r.bias_reading(0.8).startswith("実際の尺度の入力では、どの層・ヘッドでも、バイアスを入れた ψ_qkv の順位は入れない ψ_qkv と")
+    assert "（順位相関の最小 0.93）" in r.bias_reading(0.931)
+    assert r.bias_reading(0.79).startswith("順位相関の低い層・射影（印字した一覧）では")
+    assert [r.layer_band(l, 12) for l in (0, 3, 4, 7, 8, 11)] == ["低層", "低層", "中層", "中層", "高層", "高層"]
+    assert [r.layer_band(l, 6) for l in range(6)] == ["低層", "低層", "中層", "中層", "高層", "高層"]
+    assert r.band_claim(True) == "そうなっている（不確かさは測っていない。差は数枠分のことがある）"
+    assert r.band_claim(False) == "そうなっていない（不確かさは測っていない。差は数枠分のことがある）"
+    assert r.paper_model_note(True) == "" and r.paper_model_note(False) == "。論文は別のモデルなので、平均ノルムと距離は比べられない"

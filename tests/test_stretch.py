@@ -291,3 +291,39 @@ def test_bias_rank_correlation_vs_scipy(tiny_enc):
         mixlib.bias_rank_correlation(biased, plain)
     with pytest.raises(ValueError, match="differ"):
         mixlib.bias_rank_correlation(mixlib.norm_stretch(tiny_enc, layers=0), biased)
+
+
+def test_eigen_alignment_vs_eigh(tiny_enc):
+    from mixlib.stretch import eigen_alignment
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((300, tiny_enc.d_model)).astype(np.float32)
+    X[7] = 0.0  # a zero vector: NaN ψ, never among the top
+    st = mixlib.norm_stretch(tiny_enc, X=X)
+    got = eigen_alignment(tiny_enc, st, X, top=25)
+    assert len(got) == 3 * tiny_enc.n_layers * tiny_enc.n_heads and not got.isna().any().any()
+    dh = tiny_enc.d_head
+    for proj, layer, head in [("query", 0, 1), ("value", 1, 3)]:
+        P = tiny_enc.projection(layer, proj)[0].double().numpy()[head * dh:(head + 1) * dh]  # (d', D)
+        lam, U = np.linalg.eigh(P.T @ P)  # eigenvalues ascending; the top eigenvector is the last column
+        lam, U = lam[::-1][:dh], U[:, ::-1][:, :dh]
+        psi = st.get(proj[0])[st.index(layer), head]
+        best = [i for i in np.argsort(-np.nan_to_num(psi, nan=-np.inf))[:25]]
+        assert 7 not in best
+        u = X[best] / np.linalg.norm(X[best], axis=1, keepdims=True)
+        c = u @ U  # (25, d')
+        row = got[(got["projection"] == proj) & (got["layer"] == layer) & (got["head"] == head)].iloc[0]
+        assert row["top_cos"] == pytest.approx(np.abs(c[:, 0]).mean(), rel=1e-6)
+        assert row["top_share"] == pytest.approx((lam[0] * c[:, 0] ** 2 / (c**2 @ lam)).mean(), rel=1e-6)
+        assert row["top_share_rand"] == pytest.approx(lam[0] / lam.sum(), rel=1e-6)
+        assert row["row_share"] == pytest.approx((c**2).sum(1).mean(), rel=1e-6)
+        assert row["lam21"] == pytest.approx(lam[1] / lam[0], rel=1e-6)
+    # vectors along one head's top eigenvector: that head's top vectors are them, at |cos| 1
+    b = mixlib.stretch_bounds(tiny_enc)
+    Y = np.r_[rng.standard_normal((50, tiny_enc.d_model)), np.repeat(b.top_vectors[0, 0, 2][None], 5, 0)].astype(np.float32)
+    one = eigen_alignment(tiny_enc, mixlib.norm_stretch(tiny_enc, X=Y, layers=0), Y, top=5)
+    assert one.query("projection == 'query' and head == 2")["top_cos"].iloc[0] == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(ValueError, match="expected"):
+        eigen_alignment(tiny_enc, st, X[:10])
+    with pytest.raises(ValueError, match="top="):
+        eigen_alignment(tiny_enc, st, X, top=0)

@@ -25,6 +25,16 @@ Chapter 12 (word and position embeddings)
 * :func:`psi_reading`, :func:`psi_value_reading` -- whether words-only ψ carries over to the real input;
 * :func:`head_changes`, :func:`head_label_reading` -- whether layer 0's head labels hold once positions are added;
 * :func:`paper_comparison` -- a table cell: our value beside the paper's.
+
+Chapter 11 (norm stretch ψ)
+---------------------------
+* :func:`eig_reading` -- do the most stretched tokens lie along the top eigenvector, or only in the row space;
+* :func:`beyond_chance`, :func:`shape_reading` -- figure 2's curve shape against shuffled clusters;
+* :func:`year_control_reading`, :func:`year_specific` -- the year heads against 3-digit numbers that are not years;
+* :func:`special_reading` -- Special clusters among the heads' top clusters;
+* :func:`bias_reading` -- can the projection biases be left out;
+* :func:`layer_band`, :func:`band_claim` -- figure 3's reading by layer band;
+* :func:`paper_model_note` -- a caption's note when the paper's table is of another model.
 """
 
 from __future__ import annotations
@@ -37,7 +47,9 @@ import numpy as np
 __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "near_positions", "cls_spread_reading",
            "listed", "share_reading", "angle_reading", "raw_reading", "ortho_conclusion", "own_reading", "attn_reading",
            "worst_reading", "one_sided_reading", "align_reading", "infl_reading", "fixed_reading", "fixed_cell",
-           "offset_reading", "psi_reading", "psi_value_reading", "head_changes", "head_label_reading", "paper_comparison"]
+           "offset_reading", "psi_reading", "psi_value_reading", "head_changes", "head_label_reading", "paper_comparison",
+           "eig_reading", "beyond_chance", "shape_reading", "year_control_reading", "year_specific", "special_reading",
+           "bias_reading", "layer_band", "band_claim", "paper_model_note"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -382,3 +394,108 @@ def paper_comparison(ours: float, paper: float, *, same_model: bool, paper_model
     if same_model:
         return f"{ours:.3f}（論文の {paper_model}: {paper}、差 {ours - paper:+.3f}）"
     return f"{ours:.3f}（論文の {paper_model}: {paper}。別のモデルの値）"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Chapter 11 (norm stretch ψ)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def eig_reading(top_cos: float, row_share: float, row_rand: float) -> str:
+    """Do the tokens ψ stretches most lie along the top eigenvector, or only in the head's row space?
+
+    ``top_cos``: their median ``|cos|`` with the top eigenvector (0.3 or more counts as aligned); ``row_share``: the
+    share of their squared length in the head's row space, against ``row_rand`` (``d'/d``, a random direction's).
+    """
+    if top_cos >= 0.3:
+        return ("ψ の大きいトークンは、最大固有ベクトルの向きにもある程度そろっており、論文（3.1 節）の「最大固有値の固有ベクトルに沿う"
+                "分散表現を持つ単語を抽出している」という説明と合う")
+    if row_share > row_rand:
+        return ("ψ の大きいトークンは、最大固有ベクトル 1 本の向きにそろっているのではなく、ヘッドが写す部分空間全体に多く入っている"
+                "（その中で大きい固有値の方向ほど重く数えられる）。論文（3.1 節）は ψ を「最大固有値の固有ベクトルに沿う分散表現を持つ単語を"
+                "抽出している」と説明したが、手元のモデルの数字が支えるのは、この弱い形である")
+    return "ψ の大きいトークンは、最大固有ベクトルの向きにも、ヘッドが写す部分空間にも、ランダムな向きより多くは入っていない"
+
+
+def beyond_chance(above: bool, past: bool = False) -> str:
+    """A table cell: whether a share of heads (or a score) is beyond chance; ``past`` for a single test's outcome."""
+    if past:
+        return "偶然を超えた" if above else "偶然を超えない"
+    return "偶然を超える" if above else "偶然と区別できない"
+
+
+_NOT_EVERY_HEAD = "超えたヘッドは {share:.0%}（偶然なら {chance:.0%}）で、突出は一部のヘッドでだけ偶然を超える。論文の「どのヘッドでも」は支えない"
+
+
+def shape_reading(stat: str, above: bool, share: float, chance: float) -> str:
+    """What one statistic of figure 2's curve shape says about the paper's reading, from the heads beyond the shuffled
+    clusters' level: ``stat`` is ``peak_ratio`` or ``top1pct_ratio`` (a peak: supports the paper when nearly every
+    head, 90% or more, passes) or ``tail_cv`` (the tail's spread: passing means the tail is not flat);
+    ``above``: the share ``share`` of heads passing is beyond the ``chance`` share (its interval's lower end)."""
+    if stat == "tail_cv":
+        return ("裾はメンバーをランダムにしたクラスタよりわずかに大きくばらつく（頂点と比べた「平ら」は、この比較では測れない）" if above
+                else "裾のばらつきはメンバーをランダムにしたクラスタと区別できない")
+    if stat not in ("peak_ratio", "top1pct_ratio"):
+        raise ValueError(f"stat={stat!r}: expected peak_ratio, top1pct_ratio or tail_cv.")
+    if not above:
+        return "偶然と区別できない（突出は言えない）"
+    if share >= 0.9:
+        return "ほぼどのヘッドでも偶然を超え、論文の読みを支える"
+    return _NOT_EVERY_HEAD.format(share=share, chance=chance)
+
+
+def year_control_reading(rows: Sequence[tuple[str, str, float, float]]) -> str:
+    """The year heads against a control, 3-digit numbers that are not years: ``(feature, head, feature score,
+    3-digit score)`` for each year feature beyond chance, one sentence per head, then whether it is year-specific."""
+    if not rows:
+        return "年の特徴は偶然を超えなかったので、対照は比べない"
+    texts = []
+    for head in dict.fromkeys(h for _, h, _, _ in rows):
+        rs = [r for r in rows if r[1] == head]
+        texts.append("と".join(f"「{f}」" for f, _, _, _ in rs) + f"のヘッド {head} では、年でない 3 桁の数のスコアは {rs[0][3]:.2f}、"
+                     + "・".join(f"「{f}」は {s:.2f}" for f, _, s, _ in rs) + " である")
+    if all(three < s for _, _, s, three in rows):
+        verdict = "このヘッドは年でない数より年を強く伸ばしており、この対照に対しては年に特有の好みがあると読める"
+    else:
+        verdict = "このヘッドは年に特有ではない（年でない 3 桁の数のほうが高い）。何を伸ばすヘッドなのかは、この対照だけでは決まらない"
+    return "。".join(texts) + "。" + verdict
+
+
+def year_specific(specific: bool) -> str:
+    """A table cell: the control's outcome."""
+    return "（年に特有）" if specific else "（年に特有とは言えない）"
+
+
+def special_reading(share: float, chance: float) -> str:
+    """How often a Special cluster is among a head's top clusters (``share`` of heads) against random clusters
+    (``chance``); more than twice chance is reported as a multiple."""
+    if share > 2 * chance:
+        return f"ランダムに選んだときの {share / chance:.0f} 倍の割合で入る"
+    return "ランダムに選んだときと大きくは変わらない割合で入る"
+
+
+def bias_reading(rho_min: float, threshold: float = 0.8) -> str:
+    """Can the biases be left out of ψ? The smallest rank correlation (over layers and heads) of ψ_qkv with and
+    without them, at the real input's scale."""
+    if rho_min >= threshold:
+        return (f"実際の尺度の入力では、どの層・ヘッドでも、バイアスを入れた ψ_qkv の順位は入れない ψ_qkv とほとんど同じで"
+                f"（順位相関の最小 {rho_min:.2f}）、バイアスを省いても「どのトークンを伸ばすか」の読みは変わらない")
+    return ("順位相関の低い層・射影（印字した一覧）では、論文の定義（バイアスなし）で選んだ「上位のトークン」は、実際にヘッドが計算する"
+            "ベクトルの長さの順位とはかなり違う")
+
+
+def layer_band(layer: int, n_layers: int) -> str:
+    """低層, 中層 or 高層: the third of the ``n_layers`` layers that ``layer`` (0-based) falls in."""
+    if layer < n_layers / 3:
+        return "低層"
+    return "中層" if layer < 2 * n_layers / 3 else "高層"
+
+
+def band_claim(holds: bool) -> str:
+    """A table cell: whether a reading of figure 3 holds (a direct comparison of bands, with no interval)."""
+    return ("そうなっている" if holds else "そうなっていない") + "（不確かさは測っていない。差は数枠分のことがある）"
+
+
+def paper_model_note(same_model: bool) -> str:
+    """Appended to a caption that puts the paper's table beside ours: nothing when the model is the paper's."""
+    return "" if same_model else "。論文は別のモデルなので、平均ノルムと距離は比べられない"
