@@ -222,6 +222,24 @@ def test_what_colab_shows_a_student_only_shrinks(capsys):
     assert set(COLAB_CEILINGS) == {p.stem for p in chapters}
 
 
+@pytest.mark.parametrize("path", written(NOTEBOOKS))
+def test_no_cell_prints_a_stray_glued_value(path):
+    """A cell whose last line is ``g("key", value)`` shows the bare number under the code, unlabelled (``g`` returns
+    its value): glue first, then print what the student should see."""
+    import ast
+
+    stray = []
+    for i, cell in enumerate(_load(path)["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        code = "\n".join(line for line in _source(cell).splitlines() if not line.lstrip().startswith(("%", "!")))
+        body = ast.parse(code).body
+        last = body[-1] if body else None
+        if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and getattr(last.value.func, "id", None) == "g":
+            stray.append(f"cell {i}: {ast.get_source_segment(code, last)[:60]}")
+    assert not stray, f"{path.name}: cells end with a bare g(...), which prints its value: " + "; ".join(stray)
+
+
 def test_the_measure_counts_what_it_says(tmp_path, monkeypatch):
     """colab_code_figures on a made-up chapter: each figure counts exactly its own kind of code."""
     cells = [
