@@ -191,7 +191,7 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "07_chihayafuru": (333, 1, 1, 35, 4),
     "08_bert": (434, 3, 12, 33, 11),
     "09_sentence_vectors": (245, 1, 2, 19, 5),
-    "10_mixing": (400, 2, 3, 62, 10),
+    "10_mixing": (293, 0, 0, 50, 0),
     "11_norm_stretch": (268, 0, 0, 72, 0),
     "12_positional": (300, 0, 0, 33, 0),
     "13_japanese": (290, 1, 0, 46, 8),

@@ -285,3 +285,49 @@ def test_special_bias_band_and_note_every_branch():
     assert r.band_claim(True) == "そうなっている（不確かさは測っていない。差は数枠分のことがある）"
     assert r.band_claim(False) == "そうなっていない（不確かさは測っていない。差は数枠分のことがある）"
     assert r.paper_model_note(True) == "" and r.paper_model_note(False) == "。論文は別のモデルなので、平均ノルムと距離は比べられない"
+
+
+# -- chapter 10 ------------------------------------------------------------------------------------------------------
+
+
+def test_chapter10_interval_readings_every_branch():
+    assert r.spread_reading(0.41, 9.0) == "全体の列の揺れの最大 0.41 ポイントは、層どうしの差の最大 9.00 ポイントよりずっと小さい。"
+    assert r.spread_reading(1.8, 9.0).endswith("9.00 ポイントより小さいとは言えない。")  # exactly a fifth: not smaller
+    assert r.cls_peak_reading(3, 41.23, 39.0, 43.5, 38.2, 0.95) == (
+        "[CLS] は層 3 で最大（41.2%、95% 区間 39.0〜43.5%）。ほかの層の区間の上端は最大 38.2% で、区間は重ならない。")
+    assert r.cls_peak_reading(3, 41.23, 38.0, 43.5, 38.2, 0.95).endswith("区間が重なるので、最大の層は決めきれない。")
+    assert r.dominance_reading(31.26, 0.95) == (
+        "全体の 95% 区間の上端は全層で最大 31.3%。50% を下回るので、「残す作用が支配的」は文対の選び直しに対して頑健である。")
+    assert r.dominance_reading(50.0, 0.95).endswith("50% をまたぐ層があり、残す作用が支配的とは言えない。")
+    assert r.min_layer_reading(5, 9.04, 11.0, [4, 11], 0.9) == (
+        "全体がもっとも小さいのは層 5（90% 区間 9.0〜11.0%）。層 4, 11 の区間と重なるので、最小の層は決めきれない。")
+    assert r.min_layer_reading(5, 9.04, 11.0, [], 0.9).endswith("ほかの層の区間とは重ならない。")
+
+
+def test_mixing_facts_reads_the_table():
+    import pandas as pd
+
+    tab = pd.DataFrame({"全体": [20.0, 12.0, 30.0, 25.0, 18.0, 22.0], "[CLS]": [5.0, 40.0, 8.0, 9.0, 7.0, 6.0],
+                        "[MASK]": [25.0, 10.0, 35.0, 30.0, 10.0, 20.0]}, index=pd.RangeIndex(6, name="layer"))
+    f = r.mixing_facts(tab, min_overlaps=[4])
+    assert f["全体の混ぜる割合：各層の最小 (%)"] == "12" and f["全体の混ぜる割合：各層の最大 (%)"] == "30"
+    assert f["全体がもっとも小さい層"] == "1（最終層は 5）。区間が層 4 と重なり、決めきれない"
+    assert f["全体がもっとも大きい層"] == "2" and f["[CLS] がもっとも大きい層"] == "1（40%）"
+    assert f["[MASK] が全体より大きい層の数"] == "3 / 6"
+    assert f["中盤の層で [MASK] − 全体（ポイント）"] == "+5.0（層 2〜3）"  # layers 2, 3 of 6: (5 + 5) / 2
+    assert f["全層で全体 < 50%（残す作用が支配的）"] == "○"
+    assert r.mixing_facts(tab.assign(全体=tab["全体"] + 30))["全層で全体 < 50%（残す作用が支配的）"] == "×"
+    assert r.mixing_facts(tab)["全体がもっとも小さい層"] == "1（最終層は 5）"
+
+
+def test_chapter10_sentences_every_branch():
+    got = r.ln_paper_reading(4, 6, {"[MASK]": 3.21, "全体": 1.0}, 24, 20, {"[CLS]": 1.234, "全体": 1.1})
+    assert got == ("手元のモデルでは、層正規化で全体の割合が下がる層は 4 / 6 である。層で平均した低下は [MASK] 3.2、全体 1.0 ポイント、"
+                   "拡大率が 1 を超えるのは（層 × 種類の）24 マス中 20 マスで、層で平均した拡大率は [CLS] 1.23、全体 1.10 倍である"
+                   "（区間はつけていないので、値の近い種類どうしの順位は決めない）")
+    assert r.ln_reading(("本書（m）", 30.0, 20.0), ("論文（b）", 18.0, 19.5)) == (
+        "本書（m）では 30.0% から 20.0% に下がり、論文（b）では 18.0% から 19.5% に上がる")
+    assert r.ln_reading(("本書（m）", 20.0, 20.0), ("論文（b）", 18.0, 17.0)) == (
+        "本書（m）では 20.0% から 20.0% に上がり、論文（b）では 18.0% から 17.0% に下がる")  # equal: not lowered
+    assert r.width_verdict(0.1, 1.0) == "よりずっと小さい" and r.width_verdict(0.2, 1.0) == "と比べて無視できない大きさである"
+    assert r.agreement_verdict(True) == "偶然を上回る一致" and r.agreement_verdict(False) == "偶然と区別できない"

@@ -35,6 +35,14 @@ Chapter 11 (norm stretch ψ)
 * :func:`bias_reading` -- can the projection biases be left out;
 * :func:`layer_band`, :func:`band_claim` -- figure 3's reading by layer band;
 * :func:`paper_model_note` -- a caption's note when the paper's table is of another model.
+
+Chapter 10 (mixing and preserving)
+----------------------------------
+* :func:`spread_reading`, :func:`cls_peak_reading`, :func:`dominance_reading`, :func:`min_layer_reading` -- the
+  mixing ratio read with its intervals;
+* :func:`mixing_facts` -- the paper's main observations as numbers, for a table;
+* :func:`ln_paper_reading`, :func:`ln_reading`, :func:`width_verdict` -- what LayerNorm does to the ratio;
+* :func:`agreement_verdict` -- two context maps against the permutation null.
 """
 
 from __future__ import annotations
@@ -49,7 +57,9 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "nea
            "worst_reading", "one_sided_reading", "align_reading", "infl_reading", "fixed_reading", "fixed_cell",
            "offset_reading", "psi_reading", "psi_value_reading", "head_changes", "head_label_reading", "paper_comparison",
            "eig_reading", "beyond_chance", "shape_reading", "year_control_reading", "year_specific", "special_reading",
-           "bias_reading", "layer_band", "band_claim", "paper_model_note"]
+           "bias_reading", "layer_band", "band_claim", "paper_model_note",
+           "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
+           "ln_reading", "width_verdict", "agreement_verdict"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -500,3 +510,87 @@ def band_claim(holds: bool) -> str:
 def paper_model_note(same_model: bool) -> str:
     """Appended to a caption that puts the paper's table beside ours: nothing when the model is the paper's."""
     return "" if same_model else "。論文は別のモデルなので、平均ノルムと距離は比べられない"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Chapter 10 (mixing and preserving)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def spread_reading(worst: float, spread: float) -> str:
+    """Is the mixing ratio's uncertainty (``worst``: the largest interval width or seed-to-seed range, in points)
+    small next to the differences between layers (``spread``)? Small means under a fifth."""
+    return (f"全体の列の揺れの最大 {worst:.2f} ポイントは、層どうしの差の最大 {spread:.2f} ポイントより"
+            + ("ずっと小さい。" if worst < spread / 5 else "小さいとは言えない。"))
+
+
+def cls_peak_reading(layer: int, estimate: float, low: float, high: float, others_high: float, ci: float) -> str:
+    """The layer where [CLS] mixes most, its interval, and whether the other layers' intervals reach it."""
+    return (f"[CLS] は層 {layer} で最大（{estimate:.1f}%、{ci:.0%} 区間 {low:.1f}〜{high:.1f}%）。ほかの層の区間の上端は最大 "
+            f"{others_high:.1f}% で、" + ("区間は重ならない。" if low > others_high else "区間が重なるので、最大の層は決めきれない。"))
+
+
+def dominance_reading(high_max: float, ci: float) -> str:
+    """Does preserving dominate (the whole ratio under 50%) in every layer, interval included?"""
+    return (f"全体の {ci:.0%} 区間の上端は全層で最大 {high_max:.1f}%。"
+            + ("50% を下回るので、「残す作用が支配的」は文対の選び直しに対して頑健である。" if high_max < 50
+               else "50% をまたぐ層があり、残す作用が支配的とは言えない。"))
+
+
+def min_layer_reading(layer: int, low: float, high: float, overlapping: Sequence[int], ci: float) -> str:
+    """The layer that mixes least, and the layers whose intervals reach its own."""
+    return (f"全体がもっとも小さいのは層 {layer}（{ci:.0%} 区間 {low:.1f}〜{high:.1f}%）。"
+            + (f"層 {', '.join(map(str, overlapping))} の区間と重なるので、最小の層は決めきれない。" if len(overlapping)
+               else "ほかの層の区間とは重ならない。"))
+
+
+def mixing_facts(tab: Any, min_overlaps: Sequence[int] = ()) -> Any:
+    """The paper's main observations as numbers, from a mixing-ratio table (layers x token kinds, %).
+
+    ``min_overlaps``: the layers whose interval reaches that of the least-mixing layer (then the least is not
+    decided). Returns a ``pandas.Series`` of strings, one per observation.
+    """
+    import pandas as pd
+
+    n = len(tab)
+    mid = [layer for layer in tab.index if n / 3 <= layer < 2 * n / 3]  # the middle third (4..7 of 12, 2..3 of 6)
+    o = tab["全体"]
+    return pd.Series({
+        "全体の混ぜる割合：各層の最小 (%)": f"{o.min():.0f}",
+        "全体の混ぜる割合：各層の最大 (%)": f"{o.max():.0f}",
+        "全体がもっとも小さい層": f"{int(o.idxmin())}（最終層は {n - 1}）"
+        + (f"。区間が層 {', '.join(map(str, min_overlaps))} と重なり、決めきれない" if len(min_overlaps) else ""),
+        "全体がもっとも大きい層": f"{int(o.idxmax())}",
+        "[CLS] がもっとも大きい層": f"{int(tab['[CLS]'].idxmax())}（{tab['[CLS]'].max():.0f}%）",
+        "[MASK] が全体より大きい層の数": f"{int((tab['[MASK]'] > o).sum())} / {n}",
+        "中盤の層で [MASK] − 全体（ポイント）": f"{(tab.loc[mid, '[MASK]'] - o[mid]).mean():+.1f}（層 {mid[0]}〜{mid[-1]}）",
+        "全層で全体 < 50%（残す作用が支配的）": "○" if (o < 50).all() else "×",
+    })
+
+
+def ln_paper_reading(n_lower: int, n_layers: int, drop: Mapping[str, float], n_cells: int, n_expand: int,
+                     grow: Mapping[str, float]) -> str:
+    """Section 4.4's two observations on the model at hand: in how many layers LayerNorm lowers the whole ratio,
+    the mean drop per token kind (points), and how often and how much it expands the residual (``grow``)."""
+    return (f"手元のモデルでは、層正規化で全体の割合が下がる層は {n_lower} / {n_layers} である。層で平均した低下は "
+            + "、".join(f"{k} {v:.1f}" for k, v in drop.items()) + " ポイント、拡大率が 1 を超えるのは（層 × 種類の）"
+            f"{n_cells} マス中 {n_expand} マスで、層で平均した拡大率は " + "、".join(f"{k} {v:.2f}" for k, v in grow.items())
+            + " 倍である（区間はつけていないので、値の近い種類どうしの順位は決めない）")
+
+
+def ln_reading(ours: tuple[str, float, float], paper: tuple[str, float, float]) -> str:
+    """How LayerNorm moves the mean mixing ratio, ours and the paper's: ``(who, AttnRes-N %, AttnResLn-N %)`` each."""
+    def moved(who: str, before: float, after: float, end: str) -> str:
+        return f"{who}では {before:.1f}% から {after:.1f}% に" + ("下が" if after < before else "上が") + end
+    return moved(*ours, "り、") + moved(*paper, "る")
+
+
+def width_verdict(width: float, gap: float) -> str:
+    """The widest interval of a variant's mean against the smallest gap between two variants: much smaller (under a
+    fifth) or not negligible. Follows 「区間の幅は変種どうしの差」."""
+    return "よりずっと小さい" if width < gap / 5 else "と比べて無視できない大きさである"
+
+
+def agreement_verdict(beyond: bool) -> str:
+    """Two maps' rank correlation against the permutation null's 97.5% point."""
+    return "偶然を上回る一致" if beyond else "偶然と区別できない"
