@@ -331,3 +331,23 @@ def test_chapter10_sentences_every_branch():
         "本書（m）では 20.0% から 20.0% に上がり、論文（b）では 18.0% から 17.0% に下がる")  # equal: not lowered
     assert r.width_verdict(0.1, 1.0) == "よりずっと小さい" and r.width_verdict(0.2, 1.0) == "と比べて無視できない大きさである"
     assert r.agreement_verdict(True) == "偶然を上回る一致" and r.agreement_verdict(False) == "偶然と区別できない"
+
+
+# -- chapter 13 ------------------------------------------------------------------------------------------------------
+
+
+def test_chapter13_readings_every_branch():
+    from mixlib.japanese import MissingExtra
+
+    assert r.ja_missing_reason("", None) == "JA_MODEL が空"
+    assert r.ja_missing_reason("cl-tohoku/bert-base-japanese", MissingExtra("fugashi")) == "MeCab（fugashi と辞書）が入っていない"
+    assert r.ja_missing_reason("cl-tohoku/bert-base-japanese", OSError("offline")) == "この環境のキャッシュになく、ダウンロードもできない"
+    assert r.ja_missing_reason("cl-tohoku/bert-base-japanese", ValueError("sudachi")) == "このモデルの分かち書きか設定に対応していない"
+    assert r.half_reading(49.9) == "区間の上端は 50% に届かない" and r.half_reading(50.0) == "区間の上端は 50% を超える"
+    assert r.half_verdict(49.9) == "：成り立つ" and r.half_verdict(50.0) == "：成り立たない"
+    assert r.gap_reading(0.2, 3.0) == r.gap_reading(-3.0, -0.2) == "区間は 0 をまたがない"
+    assert r.gap_reading(-0.2, 3.0) == "区間が 0 をまたぐ（文の選び方の偶然と区別できない）"
+    assert r.fwe_reading(3, 12, 2, 1, 5) == "全層で補正して p < 0.05 の層：3 / 12（歌のほうが高い層 2、低い層 1）。補正しない層ごとの判定では 5 層"
+    assert r.fwe_reading(0, 12, 0, 0, 1) == "全層で補正して p < 0.05 の層：0 / 12。補正しない層ごとの判定では 1 層"
+    assert r.length_matched_reading(2, 12, "現代文 30 対、歌 20 首") == "2 / 12（現代文 30 対、歌 20 首）"
+    assert r.length_matched_reading(None, 12, "") == "比べられない（同じ長さの区間に入る系列が少ない）"

@@ -43,6 +43,13 @@ Chapter 10 (mixing and preserving)
 * :func:`mixing_facts` -- the paper's main observations as numbers, for a table;
 * :func:`ln_paper_reading`, :func:`ln_reading`, :func:`width_verdict` -- what LayerNorm does to the ratio;
 * :func:`agreement_verdict` -- two context maps against the permutation null.
+
+Chapter 13 (a Japanese BERT)
+----------------------------
+* :func:`ja_missing_reason` -- why the Japanese model did not load;
+* :func:`half_reading`, :func:`half_verdict`, :func:`gap_reading` -- the mixing ratio against 50%, and a difference
+  against 0, by their intervals;
+* :func:`fwe_reading`, :func:`length_matched_reading` -- the poems against modern sentences, layer by layer.
 """
 
 from __future__ import annotations
@@ -59,7 +66,8 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "nea
            "eig_reading", "beyond_chance", "shape_reading", "year_control_reading", "year_specific", "special_reading",
            "bias_reading", "layer_band", "band_claim", "paper_model_note",
            "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
-           "ln_reading", "width_verdict", "agreement_verdict"]
+           "ln_reading", "width_verdict", "agreement_verdict",
+           "ja_missing_reason", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "length_matched_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -594,3 +602,51 @@ def width_verdict(width: float, gap: float) -> str:
 def agreement_verdict(beyond: bool) -> str:
     """Two maps' rank correlation against the permutation null's 97.5% point."""
     return "偶然を上回る一致" if beyond else "偶然と区別できない"
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Chapter 13 (a Japanese BERT)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def ja_missing_reason(model: str, error: BaseException | None) -> str:
+    """Why the Japanese model did not load, in one phrase: no model named, MeCab missing, not cached and no
+    download, or a tokenizer or configuration mixlib does not support."""
+    from mixlib.japanese import MissingExtra
+
+    if not model:
+        return "JA_MODEL が空"
+    if isinstance(error, MissingExtra):
+        return "MeCab（fugashi と辞書）が入っていない"
+    if isinstance(error, OSError):
+        return "この環境のキャッシュになく、ダウンロードもできない"
+    return "このモデルの分かち書きか設定に対応していない"
+
+
+def half_reading(high: float) -> str:
+    """Whether the upper end of the mixing ratio's interval stays under 50% (preserving dominates)."""
+    return "区間の上端は 50% " + ("に届かない" if high < 50 else "を超える")
+
+
+def half_verdict(high: float) -> str:
+    """A table cell: 「混ぜる割合は 50% を下回る」 holds or not, by the interval's upper end."""
+    return "：成り立つ" if high < 50 else "：成り立たない"
+
+
+def gap_reading(low: float, high: float) -> str:
+    """A difference's interval: clear of 0, or across it."""
+    return "区間は 0 をまたがない" if low > 0 or high < 0 else "区間が 0 をまたぐ（文の選び方の偶然と区別できない）"
+
+
+def fwe_reading(n_fwe: int, n_layers: int, n_higher: int, n_lower: int, n_uncorrected: int) -> str:
+    """The poems against modern sentences, layer by layer: layers with p < 0.05 corrected over all layers (split by
+    the sign of the difference), and without the correction."""
+    split = f"（歌のほうが高い層 {n_higher}、低い層 {n_lower}）" if n_fwe else ""
+    return f"全層で補正して p < 0.05 の層：{n_fwe} / {n_layers}{split}。補正しない層ごとの判定では {n_uncorrected} 層"
+
+
+def length_matched_reading(n_sig: int | None, n_layers: int, detail: str) -> str:
+    """The same test with lengths matched: layers with corrected p < 0.05, or that it could not be run."""
+    if n_sig is None:
+        return "比べられない（同じ長さの区間に入る系列が少ない）"
+    return f"{n_sig} / {n_layers}（{detail}）"
