@@ -494,7 +494,7 @@ class Overlap:
         df.index.name = "k"
         return df
 
-    def k_verdicts(self) -> dict[str, list[int]]:
+    def k_verdicts(self, ceiling: float = 1.0) -> dict[str, list[int]]:
         """Which ``k`` fall outside the random subspaces' 95% interval, and on which side.
 
         Returns
@@ -503,7 +503,10 @@ class Overlap:
             ``below`` / ``above``: the centred share below its null's 2.5% point / above its 97.5% point;
             ``above_raw`` / ``below_raw``: the raw share at percentile >= 97.5 / <= 2.5 of its null;
             ``angle_wider`` / ``angle_typical`` / ``angle_narrower``: the centred smallest principal angle at
-            percentile >= 97.5, strictly between 2.5 and 97.5, <= 2.5; ``angle_raw_below``: the raw smallest angle
+            percentile >= 97.5, strictly between 2.5 and 97.5, <= 2.5; ``angle_ceiling``: those of ``angle_typical``
+            whose null's 97.5% point lies within ``ceiling`` degrees of 90 (random subspaces are already almost
+            orthogonal there, so the comparison has no room to show "more orthogonal than random": untestable, not
+            failed); ``angle_raw_below``: the raw smallest angle
             below the null's 2.5% point; ``reversed``: k in both ``above_raw`` and ``below`` (centring turns the
             conclusion round).
         """
@@ -515,6 +518,8 @@ class Overlap:
                "angle_wider": ks(pa >= 97.5), "angle_typical": ks((pa > 2.5) & (pa < 97.5)), "angle_narrower": ks(pa <= 2.5),
                "angle_raw_below": ks(t["min_angle_raw"] < t["null_min_angle_q025"])}
         out["reversed"] = [k for k in out["above_raw"] if k in out["below"]]
+        q975 = np.quantile(self.null_min_angle, 0.975, axis=0)  # (len(ks),)
+        out["angle_ceiling"] = [k for k, q in zip(self.ks, q975) if k in out["angle_typical"] and q >= 90 - ceiling]
         return out
 
 

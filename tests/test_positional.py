@@ -480,6 +480,11 @@ def test_k_verdicts_read_the_share_table():
         assert (k in kv["angle_wider"]) == (pa >= 97.5)
     assert kv["below"][:1] == [1] and 1 in kv["above_raw"]  # the toy sets: positions avoid the words' top direction,
     assert kv["reversed"] == [k for k in kv["above_raw"] if k in kv["below"]] and 1 in kv["reversed"]  # raw: the shared mean
+    q975 = np.quantile(ov.null_min_angle, 0.975, axis=0)
+    for k, q in zip(ov.ks, q975):  # untestable: not wider, not narrower, and random subspaces already near 90 degrees
+        assert (k in kv["angle_ceiling"]) == (k in kv["angle_typical"] and q >= 89.0)
+        assert (k in ov.k_verdicts(ceiling=90.0)["angle_ceiling"]) == (k in kv["angle_typical"])  # 90: every typical k
+    assert ov.k_verdicts(ceiling=0.0)["angle_ceiling"] == [k for k, q in zip(ov.ks, q975) if k in kv["angle_typical"] and q >= 90]
 
 
 def test_one_sided_centring_vs_direct_cosines():

@@ -106,6 +106,13 @@ def test_angle_reading_every_branch():
     assert r.angle_reading([1], [8, 2]) == "k = 2、8 では「ランダム以上に直交」という主張は成り立たない"
     assert r.angle_reading([1, 2], []) == "調べたすべての k で、ランダムな部分空間以上に直交している"
     assert r.angle_reading([], [1, 2]) == "どの k でも「ランダム以上に直交」という主張は成り立たない"
+    # k where random subspaces are already within a degree of 90: untestable, not failed
+    untestable = "k = 1 では、ランダムな部分空間どうしの最小の主角もほぼ 90 度（97.5% 点が 89 度以上）で、「ランダム以上に直交」かどうかをこの比較では判定できない"
+    assert r.angle_reading([5], [2, 1], ceiling=[1]) == "k = 2 では「ランダム以上に直交」という主張は成り立たない。" + untestable
+    assert r.angle_reading([5], [1], ceiling=[1]) == "判定できたすべての k で、ランダムな部分空間以上に直交している。" + untestable
+    assert r.angle_reading([], [1, 2], ceiling=[1]) == "判定できたどの k でも「ランダム以上に直交」という主張は成り立たない。" + untestable
+    assert r.angle_reading([], [1], ceiling=[1]) == untestable
+    assert r.angle_reading([], []) == "調べた k がない"
 
 
 def test_raw_reading_every_branch():

@@ -181,14 +181,24 @@ def share_reading(below: Sequence[int], above: Sequence[int], n_k: int) -> str:
     return f"どの k でもランダムな部分空間と区別できず、{_SEPARATE}とは、ランダムと比べたうえでは言えない"
 
 
-def angle_reading(wider: Sequence[int], not_wider: Sequence[int]) -> str:
+def angle_reading(wider: Sequence[int], not_wider: Sequence[int], ceiling: Sequence[int] = ()) -> str:
     """The smallest principal angle, centred: the ``k`` where it is wider than random subspaces give (97.5% or more),
-    and those where it is not."""
-    if wider and not_wider:
-        return f"k = {listed(sorted(not_wider))} では「ランダム以上に直交」という主張は成り立たない"
-    if wider:
-        return "調べたすべての k で、ランダムな部分空間以上に直交している"
-    return "どの k でも「ランダム以上に直交」という主張は成り立たない"
+    and those where it is not; ``ceiling``: those of ``not_wider`` where random subspaces already sit within a degree of
+    90, so that the comparison cannot show "more orthogonal than random" (untestable, not failed)."""
+    failed = sorted(k for k in not_wider if k not in ceiling)
+    if not (len(wider) or failed or len(ceiling)):
+        return "調べた k がない"
+    untestable = (f"k = {listed(sorted(ceiling))} では、ランダムな部分空間どうしの最小の主角もほぼ 90 度（97.5% 点が 89 度以上）で、"
+                  "「ランダム以上に直交」かどうかをこの比較では判定できない") if len(ceiling) else ""
+    if wider and failed:
+        verdict = f"k = {listed(failed)} では「ランダム以上に直交」という主張は成り立たない"
+    elif wider:
+        verdict = "判定できたすべての k で、ランダムな部分空間以上に直交している" if untestable else "調べたすべての k で、ランダムな部分空間以上に直交している"
+    elif failed:
+        verdict = ("判定できたどの k でも" if untestable else "どの k でも") + "「ランダム以上に直交」という主張は成り立たない"
+    else:  # every k hits the ceiling
+        verdict = ""
+    return "。".join(p for p in (verdict, untestable) if p)
 
 
 def raw_reading(reversed_k: Sequence[int], above_raw: Sequence[int], below_raw: Sequence[int]) -> str:
