@@ -441,12 +441,13 @@ def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
-def prose_cell(markdown: str, cid: str) -> dict:
-    """A folded cell that shows ``markdown`` with this run's values (:func:`mixlib.glue.prose`)."""
+def prose_cell(markdown: str, cid: str, later: tuple[str, ...] = ()) -> dict:
+    """A folded cell that shows ``markdown`` with this run's values (:func:`mixlib.glue.prose`); ``later``: the keys
+    that only a later cell glues (the paragraph says so where they go, instead of asking to run the cells above)."""
     if '"""' in markdown or markdown.endswith("\\"):
         raise EditionError(f'a paragraph with """ or a final backslash cannot go into prose(r"""…"""): {markdown[:80]!r}')
-    src = f'{_PROSE_HEAD}{markdown}{_PROSE_TAIL}'
-    return _code_cell(src, cid, {"cellView": "form"})
+    tail = _PROSE_TAIL if not later else f'\n""", later={tuple(later)!r})'
+    return _code_cell(f"{_PROSE_HEAD}{markdown}{tail}", cid, {"cellView": "form"})
 
 
 _PROSE_HEAD = f'#@title {PROSE_TITLE}\nfrom mixlib.glue import prose\n\nprose(r"""\n'
@@ -455,9 +456,12 @@ _PROSE_TAIL = '\n""")'
 
 def prose_template(source: str) -> str | None:
     """The paragraph a prose cell's source shows (its ``{{key:spec}}`` left in), or ``None`` for any other cell."""
-    if not (source.startswith(_PROSE_HEAD) and source.endswith(_PROSE_TAIL)):
+    if not source.startswith(_PROSE_HEAD):
         return None
-    return source[len(_PROSE_HEAD):-len(_PROSE_TAIL)]
+    if source.endswith(_PROSE_TAIL):
+        return source[len(_PROSE_HEAD):-len(_PROSE_TAIL)]
+    m = re.search(r'\n""", later=\((?:\'\w+\',? ?)+\)\)$', source)  # later=('a',) or later=('a', 'b')
+    return source[len(_PROSE_HEAD):m.start()] if m else None
 
 
 def _fold(cell: dict) -> dict:
@@ -473,12 +477,16 @@ def _fold(cell: dict) -> dict:
 def convert_notebook(nb: dict, doc: str, book: Book) -> dict:
     """The Colab edition of one chapter (a notebook dict in, a new one out)."""
     cells: list[dict] = []
-    glued = {re.sub(r"\\\{[^}]*\\\}", r"\\w+", re.escape(k)) for c in nb["cells"] if c["cell_type"] == "code"
-             for k in GLUED.findall("".join(c["source"]))}
+    def keys_of(c: dict) -> set[str]:  # the keys a code cell can glue, as patterns
+        return {re.sub(r"\\\{[^}]*\\\}", r"\\w+", re.escape(k)) for k in GLUED.findall("".join(c["source"]))}
+
+    glued = set().union(*(keys_of(c) for c in nb["cells"] if c["cell_type"] == "code"))
+    above: set[str] = set()  # the keys the code cells so far can glue
     for index, cell in enumerate(nb["cells"]):
         src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
         cid = cell.get("id") or f"cell{index}"
         if cell["cell_type"] == "code":
+            above |= keys_of(cell)
             code = {"cell_type": "code", "execution_count": None, "id": cid, "metadata": copy.deepcopy(cell.get("metadata", {})),
                     "outputs": [], "source": _lines(src)}
             tags = code["metadata"].get("tags", [])
@@ -499,7 +507,10 @@ def convert_notebook(nb: dict, doc: str, book: Book) -> dict:
                 early = [k for k, _ in PLACEHOLDER.findall(block) if not any(re.fullmatch(p, k) for p in glued)]
                 if early:
                     raise EditionError(f"{doc}, cell {index}: the prose shows {early}, which no code cell glues")
-            cells.append(prose_cell(block, _cell_id(cid, n)) if kind == "prose" else _md_cell(block, _cell_id(cid, n)))
+                later = tuple(dict.fromkeys(k for k, _ in PLACEHOLDER.findall(block) if not any(re.fullmatch(p, k) for p in above)))
+                cells.append(prose_cell(block, _cell_id(cid, n), later))
+            else:
+                cells.append(_md_cell(block, _cell_id(cid, n)))
     out = {k: copy.deepcopy(v) for k, v in nb.items() if k != "cells"}
     out["cells"] = cells
     out["metadata"] = {**out.get("metadata", {}), "colab": {"provenance": [], "toc_visible": True}}

@@ -31,7 +31,7 @@ except ImportError:  # Colab and other places without myst-nb
     _myst_glue = None
 
 
-__all__ = ["Text", "g", "glue", "sentence", "prose", "render", "format_value", "VALUES", "PLACEHOLDER", "MISSING"]
+__all__ = ["Text", "g", "glue", "sentence", "prose", "render", "format_value", "VALUES", "PLACEHOLDER", "MISSING", "LATER"]
 
 #: key → the ``text/plain`` form of the value glued last under that key, in this kernel
 VALUES: dict[str, str] = {}
@@ -40,6 +40,8 @@ VALUES: dict[str, str] = {}
 PLACEHOLDER = re.compile(r"\{\{([A-Za-z_]\w*)(?::([^{}]*))?\}\}")
 #: What a paragraph shows for a value that no cell has computed yet (a cell above was skipped or failed).
 MISSING = "〔{key}：まだ計算されていない。上のセルから順に実行する〕"
+#: What a paragraph shows for a value that a later cell computes (the paragraph announces what comes next).
+LATER = "〔{key}：このあとのセルで計算する。実行すると、ここに入る〕"
 
 
 class Text:
@@ -125,14 +127,15 @@ def format_value(text: str, spec: str | None) -> str:
     return format(value, spec)
 
 
-def render(template: str, values: dict[str, str] | None = None) -> tuple[str, dict[str, str], list[str]]:
+def render(template: str, values: dict[str, str] | None = None,
+           later: tuple[str, ...] = ()) -> tuple[str, dict[str, str], list[str]]:
     """Fill a :func:`prose` template with glued values.
 
     Returns
     -------
     text : str
-        The Markdown, each ``{{key:spec}}`` replaced by its formatted value, or by :data:`MISSING` where ``key``
-        has no value.
+        The Markdown, each ``{{key:spec}}`` replaced by its formatted value, or, where ``key`` has no value, by
+        :data:`LATER` if it is one of ``later`` (a key a later cell computes) and :data:`MISSING` otherwise.
     shown : dict
         ``"key:spec"`` → the text put in its place, for every value found.
     missing : list of str
@@ -146,7 +149,7 @@ def render(template: str, values: dict[str, str] | None = None) -> tuple[str, di
         key, spec = m.group(1), m.group(2)
         if key not in values:
             missing.append(key)
-            return MISSING.format(key=key)
+            return (LATER if key in later else MISSING).format(key=key)
         try:
             text = format_value(values[key], spec)
         except (ValueError, TypeError):  # a value this run gave in another type (a sentence for a number): shown as is
@@ -157,12 +160,13 @@ def render(template: str, values: dict[str, str] | None = None) -> tuple[str, di
     return PLACEHOLDER.sub(fill, template), shown, missing
 
 
-def _show(template: str, handle: Any = None) -> Any:
+def _show(template: str, handle: Any = None, later: tuple[str, ...] = ()) -> Any:
     from IPython.display import Markdown, display
 
-    text, shown, missing = render(template)
+    text, shown, missing = render(template, later=later)
     for key in dict.fromkeys(missing):
-        text = text.replace(MISSING.format(key=key), f"**{MISSING.format(key=key)}**")
+        hole = (LATER if key in later else MISSING).format(key=key)
+        text = text.replace(hole, f"**{hole}**")
     bundle = Markdown(text), {"mixbook": {"shown": shown, "missing": missing}}
     if handle is not None:
         handle.update(bundle[0], metadata=bundle[1])
@@ -170,29 +174,32 @@ def _show(template: str, handle: Any = None) -> Any:
     return display(bundle[0], metadata=bundle[1], display_id=True) if missing else display(bundle[0], metadata=bundle[1])
 
 
-#: paragraphs shown with a value still missing: (template, display handle); glue() fills them in when it comes
-_PENDING: list[tuple[str, Any]] = []
+#: paragraphs shown with a value still missing: (template, display handle, later); glue() fills them in when it comes
+_PENDING: list[tuple[str, Any, tuple[str, ...]]] = []
 
 
-def prose(template: str) -> None:
+def prose(template: str, later: tuple[str, ...] = ()) -> None:
     """Show a paragraph of the chapter as Markdown, with the values this run computed (the Colab edition).
 
     ``template`` is the paragraph's Markdown with each glued value written ``{{key}}`` or ``{{key:spec}}``. A value
     that no cell has computed yet shows as :data:`MISSING` in bold, never as a silent blank, and the paragraph is
     shown again, in place, when a later cell glues it (a paragraph may announce what the next cell counts). The
-    display's metadata (``"mixbook"``) lists what was filled in and what is missing, for the tests.
+    keys in ``later`` are those a later cell computes (the Colab edition lists them): they show as :data:`LATER`,
+    which says so, instead of :data:`MISSING`, which asks to run the cells above. The display's metadata
+    (``"mixbook"``) lists what was filled in and what is missing, for the tests.
     """
     template = template.strip("\n")  # prose(r"""<newline>…<newline>""")
-    _PENDING[:] = [(t, h) for t, h in _PENDING if t != template]  # the cell was run again
-    handle = _show(template)
+    later = tuple(later)
+    _PENDING[:] = [entry for entry in _PENDING if entry[0] != template]  # the cell was run again
+    handle = _show(template, later=later)
     if handle is not None:
-        _PENDING.append((template, handle))
+        _PENDING.append((template, handle, later))
 
 
 def _fill_pending(name: str) -> None:
     for entry in list(_PENDING):
-        template, handle = entry
+        template, handle, later = entry
         if any(m.group(1) == name for m in PLACEHOLDER.finditer(template)):
-            _show(template, handle)
+            _show(template, handle, later)
             if not render(template)[2]:
                 _PENDING.remove(entry)

@@ -228,6 +228,24 @@ def test_paragraphs_with_values_become_prose_cells():
         edition.convert_notebook(nb, "notebooks/08_bert", BOOK)
 
 
+def test_a_paragraph_that_announces_a_later_value_says_so():
+    """A value that only a later cell glues: the prose cell lists it (later=...), so the paragraph says a later cell
+    computes it instead of asking to run the cells above; a value glued above is not listed."""
+    nb = {"cells": [
+        {"cell_type": "code", "id": "a", "metadata": {}, "source": 'g("n", 3)', "outputs": [], "execution_count": None},
+        {"cell_type": "markdown", "id": "b", "metadata": {}, "source": "# 題\n\n数は {glue:text}`n` 個、次のセルで {glue:text}`m` 回数える。"},
+        {"cell_type": "code", "id": "c", "metadata": {}, "source": 'g("m", 5)', "outputs": [], "execution_count": None},
+        {"cell_type": "markdown", "id": "d", "metadata": {}, "source": "数えた {glue:text}`m` 回。"},
+    ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    out = edition.convert_notebook(nb, "notebooks/08_bert", BOOK)
+    proses = [_src(c) for c in out["cells"] if edition.prose_template(_src(c)) is not None]
+    announce, after = proses[0], proses[-1]
+    assert len(proses) == 2 and "数えた" in after
+    assert announce.endswith('\n""", later=(\'m\',))') and after.endswith('\n""")')
+    assert edition.prose_template(announce) == "数は {{n}} 個、次のセルで {{m}} 回数える。"
+    assert edition.prose_template(announce.replace("later=('m',)", "later=('m', 'n')")) == edition.prose_template(announce)
+
+
 def test_glossary_ids_are_the_sites(tmp_path):
     """The term anchors the edition links equal the ids Sphinx gives the glossary page (a one-page build)."""
     pytest.importorskip("myst_parser")

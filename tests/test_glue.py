@@ -121,6 +121,13 @@ def test_prose_shows_markdown_with_its_values_and_fills_in_a_later_one(monkeypat
     mixlib.glue.g("y", 7)  # the next cell: the paragraph is shown again, in place, complete
     assert log[2] == ("update", "値は 0.5 と 7（次のセルが数える）。", {"mixbook": {"shown": {"x:.1f": "0.5", "y": "7"}, "missing": []}})
     assert mixlib.glue._PENDING == []
+    # a value the edition knows a later cell computes says so (not "run the cells above"), and fills in the same way
+    mixlib.glue.prose("{{x:.1f}} と {{w}} と {{v}}。", later=("w",))
+    later, missing = mixlib.glue.LATER.format(key="w"), mixlib.glue.MISSING.format(key="v")
+    assert log[3] == ("display", f"0.5 と **{later}** と **{missing}**。", {"mixbook": {"shown": {"x:.1f": "0.5"}, "missing": ["w", "v"]}})
+    mixlib.glue.g("w", 2)
+    assert log[4] == ("update", f"0.5 と 2 と **{missing}**。", {"mixbook": {"shown": {"x:.1f": "0.5", "w": "2"}, "missing": ["v"]}})
+    assert "このあとのセル" in later and "上のセル" in missing
 
 
 def test_sentence_glues_text_without_quotes(monkeypatch):
