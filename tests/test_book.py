@@ -193,7 +193,7 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "09_sentence_vectors": (245, 1, 2, 19, 5),
     "10_mixing": (293, 0, 0, 50, 0),
     "11_norm_stretch": (268, 0, 0, 72, 0),
-    "12_positional": (300, 0, 0, 33, 0),
+    "12_positional": (294, 0, 0, 33, 0),
     "13_japanese": (287, 0, 0, 42, 0),
 }
 COLAB_FIGURES = ("lines", "over_30", "glue_text", "jp_fstrings", "jp_branches")
@@ -238,6 +238,18 @@ def test_no_cell_prints_a_stray_glued_value(path):
         if isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) and getattr(last.value.func, "id", None) == "g":
             stray.append(f"cell {i}: {ast.get_source_segment(code, last)[:60]}")
     assert not stray, f"{path.name}: cells end with a bare g(...), which prints its value: " + "; ".join(stray)
+
+
+@pytest.mark.parametrize("path", written(NOTEBOOKS))
+def test_every_glued_value_is_shown_somewhere(path):
+    """A value a chapter glues under a literal key is shown by the chapter's prose (or a book page): a glue line that
+    nothing reads is code a student scrolls past for nothing."""
+    md = "".join(_source(c) for c in _load(path)["cells"] if c["cell_type"] == "markdown")
+    md += "".join(p.read_text(encoding="utf-8") for p in (ROOT / "book").glob("*.md"))
+    code = "\n".join(_source(c) for c in _load(path)["cells"] if c["cell_type"] == "code")
+    glued = set(re.findall(r'\b(?:g|sentence|glue)\(\s*"(\w+)"', code))
+    shown = set(re.findall(r"\{glue(?::\w+)?\}`(\w+)", md))
+    assert not glued - shown, f"{path.name} glues values no prose shows: {sorted(glued - shown)}"
 
 
 def test_the_measure_counts_what_it_says(tmp_path, monkeypatch):
