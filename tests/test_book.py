@@ -189,7 +189,7 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "05_attention": (202, 1, 1, 7, 2),
     "06_transformer": (276, 2, 0, 9, 0),
     "07_chihayafuru": (333, 1, 1, 35, 4),
-    "08_bert": (434, 3, 12, 33, 11),
+    "08_bert": (427, 0, 12, 33, 11),
     "09_sentence_vectors": (245, 1, 2, 19, 5),
     "10_mixing": (293, 0, 0, 50, 0),
     "11_norm_stretch": (268, 0, 0, 72, 0),
