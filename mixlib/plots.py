@@ -1214,7 +1214,8 @@ def plot_position_attention(A: Any, enc: Any, *, layer: int = 0, heads: Any = No
             continue
         h = heads[i]
         ax.imshow(A[h], cmap="magma", vmin=0, vmax=float(A[h].max()), interpolation="nearest")
-        ax.set_title(f"ヘッド {h}（最大 {A[h].max():.2f}）", fontsize=9)  # each panel is scaled to its own maximum
+        # each panel is scaled to its own maximum, so its title says how far that maximum is from uniform (1/n)
+        ax.set_title(f"ヘッド {h}（一様の {A[h].max() * A.shape[-1]:.1f} 倍）", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
         ax.grid(False)
@@ -1227,7 +1228,8 @@ def plot_position_attention(A: Any, enc: Any, *, layer: int = 0, heads: Any = No
     bar = fig.colorbar(ScalarMappable(Normalize(0, 1), cmap="magma"), cax=fig.add_axes([0.3, -0.03, 0.4, 0.022]), orientation="horizontal")
     bar.set_ticks([0, 0.5, 1], labels=["0", "最大の半分", "そのヘッドの最大"])
     bar.ax.tick_params(labelsize=9.5)
-    scale = "色の濃さはパネルごとに 0〜そのヘッドの最大の重み（括弧内）"
+    scale = ("色の濃さはパネルごとに 0〜そのヘッドの最大の重み。括弧内は、その最大が一様な注意（1/n）の何倍か："
+             "1 倍に近いパネルは、模様が見えてもほぼ一様である")
     return caption(fig, enc, f"{note}。{scale}" if note else scale)
 
 

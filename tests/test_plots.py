@@ -352,6 +352,8 @@ def test_plot_position_attention_one_image_per_head():
     assert len(images) == 5
     for h, im in enumerate(images):
         np.testing.assert_allclose(im.get_array(), A[h])
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible() and ax.images]
+    assert titles == [f"ヘッド {h}（一様の {A[h].max() * 8:.1f} 倍）" for h in range(5)]  # each panel's own scale, read
 
 
 def test_plot_position_head_profile_bars():

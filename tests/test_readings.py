@@ -37,6 +37,23 @@ def test_top_pairs_reading_every_branch():
     assert unused.endswith("全組の最大に近い値が偶然でどれだけ出るかも、ここでは調べていない")  # hedged: no extreme-value null
 
 
+def test_raw_vs_random_every_branch():
+    assert r.raw_vs_random(0.0370, 0.0407) == (
+        "中心化しない全組の平均 |cos| は 0.0370 で、ランダムな二つの方向どうしの値 0.0407 より小さい。"
+        "単語と位置は、ランダムな方向どうしよりもわずかに直交に近い")
+    assert r.raw_vs_random(0.0407, 0.0407).endswith("0.0407 以上である。単語と位置は、ランダムな方向どうしより直交に近いとは言えない")
+
+
+def test_unused_reading_every_branch():
+    cos = [0.30, 0.10, 0.02, 0.00, -0.02]  # two reserved tokens (mean +0.200), three others (mean +0.000)
+    unused = [True, True, False, False, False]
+    assert r.unused_reading([False] * 5, cos, [3, 0, 0, 0, 1], 0.12) == "この語彙には予約トークン [unused…] がない"
+    head = "予約トークン [unused…] は 2 個（語彙の 40.0%）で、全位置とのコサインの平均は +0.200（ほかのトークンは +0.000）である"
+    assert r.unused_reading(unused, cos, [3, 0, 0, 0, 1], 0.122) == (  # 3 of the 4 pairs above 0.12 are reserved
+        head + "。コサインが 0.12 を超える組の 75% が、この予約トークンの組である")
+    assert r.unused_reading(unused, cos, [0] * 5, 0.122) == head + "。コサインが 0.12 を超える組はない"
+
+
 def test_near_positions_cuts_a_long_list():
     assert r.near_positions([1, 2, 3]) == "1・2・3"
     assert r.near_positions(list(range(1, 25))) == "・".join(map(str, range(1, 21))) + " …"

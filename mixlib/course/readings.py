@@ -110,6 +110,34 @@ def top_pairs_reading(others: Sequence[tuple[str, int, float]]) -> str:
     return f"全組の上位 10 組には、ほかに {listed}も入る" + (_UNUSED_NOTE if unused else "")
 
 
+def raw_vs_random(raw: float, random: float) -> str:
+    """The mean |cos| of every word-position pair, not centred, against that of two random directions."""
+    if raw < random:
+        return (f"中心化しない全組の平均 |cos| は {raw:.4f} で、ランダムな二つの方向どうしの値 {random:.4f} より小さい。"
+                "単語と位置は、ランダムな方向どうしよりもわずかに直交に近い")
+    return (f"中心化しない全組の平均 |cos| は {raw:.4f} で、ランダムな二つの方向どうしの値 {random:.4f} 以上である。"
+            "単語と位置は、ランダムな方向どうしより直交に近いとは言えない")
+
+
+def unused_reading(is_unused: Sequence[bool], cos_tok: Sequence[float], n_high: Sequence[int], threshold: float) -> str:
+    """Where the right tail of the cosine histogram comes from: the reserved ``[unused…]`` tokens.
+
+    Per token of the vocabulary: ``is_unused`` (a reserved ``[unused…]`` token), ``cos_tok`` (its mean cosine with
+    every position) and ``n_high`` (the number of positions whose cosine with it exceeds ``threshold``)."""
+    import numpy as np
+
+    is_unused, cos_tok, n_high = np.asarray(is_unused, bool), np.asarray(cos_tok, float), np.asarray(n_high)
+    n = int(is_unused.sum())
+    if not n:
+        return "この語彙には予約トークン [unused…] がない"
+    head = (f"予約トークン [unused…] は {n:,} 個（語彙の {100 * n / is_unused.size:.1f}%）で、全位置とのコサインの平均は "
+            f"{cos_tok[is_unused].mean():+.3f}（ほかのトークンは {cos_tok[~is_unused].mean():+.3f}）である")
+    if not n_high.sum():
+        return head + f"。コサインが {threshold:.2f} を超える組はない"
+    share = n_high[is_unused].sum() / n_high.sum()
+    return head + f"。コサインが {threshold:.2f} を超える組の {100 * share:.0f}% が、この予約トークンの組である"
+
+
 def near_positions(positions: Sequence[int], shown: int = 20) -> str:
     """``1・2・3 …``: the positions, the first ``shown`` of them."""
     return "・".join(str(k) for k in positions[:shown]) + (" …" if len(positions) > shown else "")
