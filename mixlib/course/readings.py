@@ -358,13 +358,17 @@ def offset_reading(any_other: bool) -> str:
     return "これらのヘッドでは、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
 
 
-def psi_reading(n_low: int) -> str:
-    """Do words-only ψ ranks carry over to the real input? ``n_low``: (head, position) pairs whose rank correlation's
-    95% interval reaches below the bar."""
-    if n_low == 0:
-        return ("どのヘッド・位置でも順位相関の 95% 区間の下端が目安を超えるので、語彙全体でトークンをどれだけ伸ばすかの順位は"
-                "おおむね保たれる。ただし、特徴ごとにいちばん大きいヘッドが保たれるかは別の問いである")
-    return "順位相関の 95% 区間の下端が目安を下回るヘッド・位置の組があり、そこでは単語埋め込みだけで求めた順位を実際の入力に当てはめられない"
+def psi_reading(n_zero: int, n_one: int, n_all: int) -> str:
+    """Do words-only ψ ranks carry over to the real input? Read against the two ends a rank correlation has, not a
+    chosen bar: of the ``n_all`` (head, position) pairs, ``n_zero`` have a 95% interval reaching 0 (no agreement beyond
+    chance) and ``n_one`` one reaching 1 (the ranks kept whole)."""
+    if n_zero:
+        return (f"{n_all} 組中 {n_zero} 組では順位相関の 95% 区間が 0 に届き、単語埋め込みだけで求めた順位と実際の入力の順位は、"
+                "偶然以上に一致するとも言えない")
+    if n_one == n_all:
+        return "どのヘッド・位置でも順位相関の 95% 区間が 1 に届き、順位は保たれていないとは言えない"
+    return ("どのヘッド・位置でも順位相関の 95% 区間は 0 より大きく、" + (f"{n_all - n_one} 組では " if n_one else "")
+            + "1 より小さい。単語埋め込みだけで求めた順位は、実際の入力でも偶然以上に一致するが、そのままは保たれない")
 
 
 def psi_value_reading(ratio_min: float, ratio_max: float) -> str:
