@@ -488,6 +488,7 @@ class Overlap:
                 "min_angle_raw": self.min_angle_raw[i],
                 "null_min_angle_q025": np.quantile(na, 0.025),
                 "null_min_angle_median": np.median(na),
+                "null_min_angle_q975": np.quantile(na, 0.975),
                 "percentile_min_angle": percentile_of(self.min_angle_centred[i], na),
             }
         df = pd.DataFrame.from_dict(rows, orient="index")

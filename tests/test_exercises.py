@@ -222,12 +222,14 @@ def test_chapter_checks_that_need_no_model(capsys):
     assert not ex.check_answer("ex-11-1", {"ψ": 0.9, "x": [0.0, 1.0, 0.0]})
     assert not ex.check_answer("ex-11-1", {"ψ": None, "x": [0.0, 0.0, 0.0]})
     rng = np.random.default_rng(0)
-    a, b = rng.standard_normal((2, 200_000, 32))  # the exercise's size at d_head = 32
-    sim = np.abs((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).mean()
-    assert ex.check_answer("ex-12-1", float(sim), d=32)
-    assert not ex.check_answer("ex-12-1", math.sqrt(2 / (math.pi * 32)), d=32)  # the approximation is 0.78% off: the gap asked for
+    for seed in range(3):  # the exercise's size and dimension: a simulation passes, whatever its seed ...
+        a, b = np.random.default_rng(seed).standard_normal((2, 200_000, 8))
+        sim = np.abs((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).mean()
+        assert ex.check_answer("ex-12-1", float(sim), d=8)
+    # ... and the approximation fails: 3.2% off at d = 8, the gap asked for (at d = 64 it is 0.39%, inside the 0.5% width)
+    assert not ex.check_answer("ex-12-1", math.sqrt(2 / (math.pi * 8)), d=8)
     out = capsys.readouterr().out
-    assert out.count("正解") == 4 and "未回答" in out
+    assert out.count("正解") == 6 and "未回答" in out
 
 
 def test_chapter_8_checks_that_need_no_model(capsys):

@@ -13,6 +13,7 @@ Chapter 12 (word and position embeddings)
 * :func:`reproduction_verdict` -- one number against the paper's;
 * :func:`cls_rank_reading` -- where the [CLS] x position 0 pair ranks among all pairs;
 * :func:`top_pairs_reading` -- which other tokens are among the ten largest pairs;
+* :func:`unused_reading` -- how much of the histogram's right tail the reserved ``[unused…]`` tokens make;
 * :func:`cls_spread_reading` -- is that pair isolated, or do nearby positions align with [CLS] too;
 * :func:`listed` -- ``k`` values or heads in a sentence (``なし`` when there are none);
 * :func:`share_reading`, :func:`angle_reading`, :func:`raw_reading`, :func:`ortho_conclusion` -- what the centred
@@ -59,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "near_positions", "cls_spread_reading",
+__all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unused_reading", "near_positions", "cls_spread_reading",
            "listed", "share_reading", "angle_reading", "raw_reading", "ortho_conclusion", "own_reading", "attn_reading",
            "worst_reading", "one_sided_reading", "align_reading", "infl_reading", "fixed_reading", "fixed_cell",
            "offset_reading", "psi_reading", "psi_value_reading", "head_changes", "head_label_reading", "paper_comparison",
@@ -95,10 +96,9 @@ def cls_rank_reading(rank_raw: int, rank_centred: int, top: int) -> str:
     return "全組の上位 0.01% には入らず、順位の上でも例外とは言えない"
 
 
-_UNUSED_NOTE = ("。[unused…] は通常の文からは作られない予約トークンである。BERT と同じ事前学習なら、マスクした語をランダムな語に"
-                "置き換えるとき（語彙全体から一様に選ぶ）に、位置と関係なくごくまれに入るだけなので、この組が学習中にその位置と繰り返し"
-                "一緒に足されたためとは考えにくい。ただし、手元のモデルが BERT と同じ事前学習を経たとは限らず、全組の最大に近い値が偶然で"
-                "どれだけ出るかも、ここでは調べていない")
+_UNUSED_NOTE = ("。[unused…] は通常の文からは作られない予約トークンで、ヒストグラムの節で見たとおり、全位置とのコサインが"
+                "平均して大きい（全位置に共通のずれ）。その一つが中心化しない全組の上位に入るのは、特定の位置との関係よりも、"
+                "そのずれで説明できるかもしれない（中心化した順位は、ここでは確かめていない）")
 
 
 def top_pairs_reading(others: Sequence[tuple[str, int, float]]) -> str:
@@ -108,15 +108,6 @@ def top_pairs_reading(others: Sequence[tuple[str, int, float]]) -> str:
     listed = "、".join(f"{token} と位置 {position}（{cos:+.3f}）" for token, position, cos in others)
     unused = any(str(token).startswith("[unused") for token, _, _ in others)
     return f"全組の上位 10 組には、ほかに {listed}も入る" + (_UNUSED_NOTE if unused else "")
-
-
-def raw_vs_random(raw: float, random: float) -> str:
-    """The mean |cos| of every word-position pair, not centred, against that of two random directions."""
-    if raw < random:
-        return (f"中心化しない全組の平均 |cos| は {raw:.4f} で、ランダムな二つの方向どうしの値 {random:.4f} より小さい。"
-                "単語と位置は、ランダムな方向どうしよりもわずかに直交に近い")
-    return (f"中心化しない全組の平均 |cos| は {raw:.4f} で、ランダムな二つの方向どうしの値 {random:.4f} 以上である。"
-            "単語と位置は、ランダムな方向どうしより直交に近いとは言えない")
 
 
 def unused_reading(is_unused: Sequence[bool], cos_tok: Sequence[float], n_high: Sequence[int], threshold: float) -> str:
@@ -135,7 +126,13 @@ def unused_reading(is_unused: Sequence[bool], cos_tok: Sequence[float], n_high: 
     if not n_high.sum():
         return head + f"。コサインが {threshold:.2f} を超える組はない"
     share = n_high[is_unused].sum() / n_high.sum()
-    return head + f"。コサインが {threshold:.2f} を超える組の {100 * share:.0f}% が、この予約トークンの組である"
+    head += f"。コサインが {threshold:.2f} を超える組の {100 * share:.0f}% が、この予約トークンの組である"
+    if share >= 0.5:
+        return head + ("。右側の大きなコサインの半分以上は、単語と位置の組ごとの関係ではなく、通常の文に現れないこのトークン群が"
+                       "そろって全位置と同じ向きにずれていることから来る")
+    if share >= 2 * n / is_unused.size:  # at least twice their share of the vocabulary
+        return head + "。語彙に占める割合よりずっと多く、右側の大きなコサインの一部はこのトークン群のずれから来る"
+    return head + "。語彙に占める割合と大差なく、右側の大きなコサインはこのトークン群から来ているのではない"
 
 
 def near_positions(positions: Sequence[int], shown: int = 20) -> str:
@@ -251,16 +248,17 @@ def ortho_conclusion(percentile: float, below: Sequence[int], above: Sequence[in
     return "中心化すると、単語と位置の関係はランダムに置いた場合と区別できない"
 
 
-def own_reading(own: Sequence[int], distinct: Sequence[int], unsure: Sequence[tuple], shared: Sequence[tuple],
+def own_reading(own: Sequence[int], distinct: Sequence[int], unsure: Sequence[int], shared: Sequence[int],
                 margin: float) -> str:
-    """The heads whose real attention map matches their own position-only map best (``own``), split by how clearly.
+    """The heads whose real attention map matches their own position-only map best (``own``), split by how clearly
+    (the margins themselves are the chapter's table).
 
     Parameters
     ----------
     own : heads that pass the null and whose own map correlates best, in the whole sequence set and in both halves.
     distinct : those ahead of the runner-up by at least ``margin`` in both halves.
-    unsure : ``(head, runner_up, whole, half_a, half_b, reliability)``: ahead by ``margin`` in the whole set only.
-    shared : ``(head, runner_up, whole, smaller_half)``: never ahead by ``margin``.
+    unsure : ahead by ``margin`` in the whole set only.
+    shared : never ahead by ``margin``.
     """
     if not own:
         return "位置のパターンが、そのヘッドに固有の形で実際の注意に残っているヘッドはない"
@@ -268,22 +266,23 @@ def own_reading(own: Sequence[int], distinct: Sequence[int], unsure: Sequence[tu
              f"地図との相関が、次に近いほかのヘッドより、系列の二つの半分のどちらでも {margin} 以上高い）" if distinct else
              f"どのヘッドも、次に近いヘッドとの相関の差が系列の二つの半分のどちらかで {margin} に届かず、固有の形とは確かめられない"]
     if unsure:
-        parts.append("、".join(f"H{h}（全系列の平均では次に近い H{runner} より {whole:.2f} 高いが、系列の二つの半分では "
-                              f"{a:.3f} と {b:.3f} で小さいほうが {margin} 未満。実際の地図の折半信頼性 {rel:.2f}）"
-                              for h, runner, whole, a, b, rel in unsure)
-                     + "は、半分の系列では実際の地図が揺らいで差が縮むので、固有か共有かは決まらない")
+        parts.append(f"{listed(unsure, prefix='H')} は、全系列の平均では差が {margin} 以上あるが、系列の半分では実際の地図が揺らいで"
+                     "差が縮むので、固有か共有かは決まらない")
     if shared:
-        parts.append("、".join(f"H{h}（次に近い H{runner} との差：全系列 {whole:.2f}、半分 {half:.2f}）" for h, runner, whole, half in shared)
-                     + "は、自分自身の実際の地図がもっとも近いが、どの平均でも差が小さく、形はほかのヘッドと共有されている")
+        parts.append(f"{listed(shared, prefix='H')} は、自分自身の実際の地図がもっとも近いが、どの平均でも差が小さく、"
+                     "形はほかのヘッドと共有されている")
     return "。".join(parts)
 
 
-def attn_reading(any_own: bool) -> str:
-    """What the position-only maps say about real attention, given whether any head keeps its own pattern."""
-    if any_own:
-        return ("帰無分布を超え、しかも実際の地図で自分自身ともっとも相関するヘッドでは、位置ベクトルだけから計算したパターンが実際の"
-                "注意にも残っている。ただし、並べ替えの帰無分布は「地図に構造がない」ことを退けるだけの弱い基準で、相関が高いことは、"
+def attn_reading(distinct: Sequence[int], any_own: bool) -> str:
+    """What the position-only maps say about real attention: ``distinct`` heads keep their own pattern (ahead of every
+    other head's map in both halves); ``any_own``: some head's real map matches its own best, if not clearly."""
+    if len(distinct):
+        return (f"{listed(distinct, prefix='H')} では、位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で実際の注意にも"
+                "残っている。ただし、並べ替えの帰無分布は「地図に構造がない」ことを退けるだけの弱い基準で、相関が高いことは、"
                 "位置の部分だけでパターンが説明できることの証明ではない")
+    if any_own:
+        return "実際の地図で自分自身ともっとも相関するヘッドはあるが、その形がそのヘッドに固有だとは確かめられない"
     return "位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で実際の注意に残っているとは言えない"
 
 

@@ -187,7 +187,7 @@ def _ex_11_5(nstretch, ids, n_draws, seed):
 # ---------------------------------------------------------------- chapter 12
 
 
-@reference("ex-12-1", Part(hint="d = enc.d_head 次元の標準正規ベクトルを 2 組（200,000 組）作り、行ごとのコサインの絶対値を平均する", rtol=0.005))
+@reference("ex-12-1", Part(hint="d = 8 次元の標準正規ベクトルを 2 組（200,000 組）作り、行ごとのコサインの絶対値を平均する", rtol=0.005))
 def _ex_12_1(d):
     from mixlib.positional import random_abs_cos  # E|cos| of two independent uniform directions in R^d, exact
 
@@ -196,11 +196,13 @@ def _ex_12_1(d):
 
 @reference(
     "ex-12-2",
-    Part("トークン", hint="位置 0 の単位ベクトルと全単語の単位ベクトルの内積を取り、[CLS] と [SEP] を除いて最大のものを選ぶ（文字列で答える）"),
-    Part("位置", hint="[MASK] の単位ベクトルと全位置の単位ベクトルの内積を取り、最大の位置"),
+    Part("トークン", hint="中心化した単位ベクトル（Ec_n, Pc_n）で、位置 0 と全単語の内積を取り、[CLS] と [SEP] を除いて最大のものを選ぶ（文字列で答える）"),
+    Part("位置", hint="中心化した単位ベクトルで、[MASK] と全位置の内積を取り、最大の位置"),
 )
 def _ex_12_2(E, Pe, tokenizer):
+    """Centred, as the chapter's [CLS] section compares (each set minus its own mean, over every row)."""
     E, Pe = np.asarray(E, dtype=np.float64), np.asarray(Pe, dtype=np.float64)
+    E, Pe = E - E.mean(0), Pe - Pe.mean(0)
     mask_id = tokenizer.mask_token_id
     to_p0 = (E @ Pe[0]) / (np.linalg.norm(E, axis=1) * np.linalg.norm(Pe[0]))
     to_mask = (Pe @ E[mask_id]) / (np.linalg.norm(Pe, axis=1) * np.linalg.norm(E[mask_id]))
