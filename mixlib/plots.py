@@ -1122,7 +1122,7 @@ def plot_cos_hist(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
     ax.bar(edges[:-1], hist, width=_np.diff(edges), align="edge", color="#4c72b0", lw=0)
     ax.set_yscale("log")
     r = pos.random_mean_abs_cos
-    ax.axvspan(-r, r, color="#55a868", alpha=0.15, label=f"ランダムなベクトルの平均 |cos| = {r:.3f} の幅")
+    ax.axvspan(-r, r, color="#55a868", alpha=0.15, label=f"±（ランダムな二つの方向の |cos| の平均 {r:.3f}）")
     c = pos.cls_pos0_cos
     if _np.isfinite(c):
         ax.axvline(c, color=CATEGORY_COLORS["[CLS]"], lw=1.4, ls="--", label=f"[CLS] と位置 0: {c:.2f}")

@@ -482,6 +482,8 @@ class Overlap:
                 "null_q975": np.quantile(nc, 0.975),
                 "percentile_centred": percentile_of(self.share_centred[i], nc),
                 "share_raw": self.share_raw[i],
+                "null_raw_q025": np.quantile(nr, 0.025),
+                "null_raw_q975": np.quantile(nr, 0.975),
                 "percentile_raw": percentile_of(self.share_raw[i], nr),
                 "k_over_D": k / self.d_model,
                 "min_angle_centred": self.min_angle_centred[i],

@@ -236,6 +236,7 @@ def test_centred_overlap_vs_direct_computation():
     tab = ov.share_table()
     assert list(tab.index) == [1, 3, 8] and tab.loc[1, "percentile_centred"] == 0.0
     np.testing.assert_allclose(tab["null_min_angle_q975"], np.quantile(ov.null_min_angle, 0.975, axis=0))  # the ceiling's
+    np.testing.assert_allclose(tab[["null_raw_q025", "null_raw_q975"]].T, np.quantile(ov.null_share_raw, [0.025, 0.975], axis=0))
     assert ov.cos_table()["percentile"] == pytest.approx(100 * np.mean(ov.null_mean_abs_cos < ov.sample_mean_abs_cos))
 
 

@@ -169,9 +169,14 @@ def test_attn_and_worst_reading_every_branch():
     assert kept.endswith("位置の部分だけでパターンが説明できることの証明ではない")
     assert r.attn_reading([], True) == "実際の地図で自分自身ともっとも相関するヘッドはあるが、その形がそのヘッドに固有だとは確かめられない"
     assert r.attn_reading([], False) == "位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で実際の注意に残っているとは言えない"
-    settled = r.worst_reading(0.7)
-    assert settled.startswith("実際の平均の地図は二組の系列でほぼ同じ形になる（折半信頼性 0.70）ので") and settled.endswith("ここでは切り分けていない")
-    assert r.worst_reading(0.69) == "実際の平均の地図そのものが二組の系列で食い違い、定まっていないので、低い相関は位置の寄与がないことを意味しない"
+    unstable = "実際の平均の地図そのものが二組の系列で食い違い、定まっていないので、低い相関は位置の寄与がないことを意味しない"
+    assert r.worst_reading(0.1, 0.69, 0.9) == unstable
+    head = "実際の平均の地図は二組の系列でおおむね定まっている（折半信頼性 0.83、r の上限 0.95）"
+    low = r.worst_reading(0.17, 0.83, 0.95)
+    assert low.startswith(head + "のに、相関 0.17 はその上限の半分にも届かないので") and low.endswith("ここでは切り分けていない")
+    assert r.worst_reading(0.475, 0.7, 0.95).startswith("実際の平均の地図は二組の系列でおおむね定まっている（折半信頼性 0.70")  # half: low
+    assert r.worst_reading(0.6, 0.83, 0.95) == (
+        head + "。相関 0.60 は上限の半分を超えるので、もっとも合わないこのヘッドでも、形の一部は位置ベクトルだけの地図で説明できる")
 
 
 def test_one_sided_align_and_infl_readings_every_branch():
@@ -213,7 +218,7 @@ def test_psi_readings_every_branch():
     assert r.psi_reading(0, 72, 72) == "どのヘッド・位置でも順位相関の 95% 区間が 1 に届き、順位は保たれていないとは言えない"
     kept = "どのヘッドでも比は 0.9〜1.1 倍の中にあり、値もおおむね保たれる"
     assert r.psi_value_reading(0.95, 1.05) == r.psi_value_reading(0.9, 1.1) == kept
-    lost = "順位は保たれても値は保たれないので、単語だけで計算した ψ の値を、実際の入力でのヘッドの伸ばし方の大きさとして読むことはできない"
+    lost = "値は保たれないので、単語だけで計算した ψ の値を、実際の入力でのヘッドの伸ばし方の大きさとして読むことはできない"
     assert r.psi_value_reading(0.89, 1.0) == r.psi_value_reading(1.0, 1.11) == lost
 
 

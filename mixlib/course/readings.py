@@ -286,14 +286,18 @@ def attn_reading(distinct: Sequence[int], any_own: bool) -> str:
     return "位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で実際の注意に残っているとは言えない"
 
 
-def worst_reading(reliability: float, threshold: float = 0.7) -> str:
-    """The head whose real map correlates least with its position-only map: a settled real map (split-half
-    ``reliability`` at least ``threshold``) means a shape position alone cannot explain; an unsettled one, nothing."""
-    if reliability >= threshold:
-        return (f"実際の平均の地図は二組の系列でほぼ同じ形になる（折半信頼性 {reliability:.2f}）ので、このヘッドの実際の注意は、"
-                "位置ベクトルだけの地図では説明できない形をしている。違いが何から来るか（省いた query・key のバイアス、層正規化の"
-                "非線形性、単語と位置の交差項）は、ここでは切り分けていない")
-    return "実際の平均の地図そのものが二組の系列で食い違い、定まっていないので、低い相関は位置の寄与がないことを意味しない"
+def worst_reading(r: float, reliability: float, ceiling: float, threshold: float = 0.7) -> str:
+    """The head whose real map correlates least with its position-only map (correlation ``r``): only a settled real map
+    (split-half ``reliability`` at least ``threshold``) can say anything, and then ``r`` is read against the ``ceiling``
+    a perfect position-only map could reach (half of it or less: a shape position alone does not explain)."""
+    if reliability < threshold:
+        return "実際の平均の地図そのものが二組の系列で食い違い、定まっていないので、低い相関は位置の寄与がないことを意味しない"
+    head = f"実際の平均の地図は二組の系列でおおむね定まっている（折半信頼性 {reliability:.2f}、r の上限 {ceiling:.2f}）"
+    if r <= ceiling / 2:
+        return (head + f"のに、相関 {r:.2f} はその上限の半分にも届かないので、このヘッドの実際の注意は、位置ベクトルだけの地図では"
+                "説明できない形をしている。違いが何から来るか（省いた query・key のバイアス、層正規化の非線形性、単語と位置の"
+                "交差項）は、ここでは切り分けていない")
+    return head + f"。相関 {r:.2f} は上限の半分を超えるので、もっとも合わないこのヘッドでも、形の一部は位置ベクトルだけの地図で説明できる"
 
 
 def one_sided_reading(drop_pos: float, drop_word: float) -> str:
@@ -373,7 +377,7 @@ def psi_reading(n_zero: int, n_one: int, n_all: int) -> str:
 def psi_value_reading(ratio_min: float, ratio_max: float) -> str:
     """Are ψ's values kept too? The per-head ratio of medians (real input over words only), its smallest and largest."""
     if ratio_min < 0.9 or ratio_max > 1.1:
-        return "順位は保たれても値は保たれないので、単語だけで計算した ψ の値を、実際の入力でのヘッドの伸ばし方の大きさとして読むことはできない"
+        return "値は保たれないので、単語だけで計算した ψ の値を、実際の入力でのヘッドの伸ばし方の大きさとして読むことはできない"
     return "どのヘッドでも比は 0.9〜1.1 倍の中にあり、値もおおむね保たれる"
 
 
