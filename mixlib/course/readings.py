@@ -331,14 +331,17 @@ def infl_reading(inflation: float) -> str:
 _FIXED_CLAIM = "論文の「決まった相対位置を見るヘッドがある」は、"
 
 
-def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]]) -> str:
+def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, peak_min: float) -> str:
     """Figure 6's claim (some heads attend to a fixed relative position), from the position-only maps.
 
     ``raw_peak``: the largest per-offset mean of any head with the raw position vectors, in multiples of uniform;
     ``fixed``: ``(head, offset, times uniform)`` for the heads that settle on a non-zero offset at the real scale and
-    in real attention.
+    in real attention; ``peak_min``: the multiple of uniform the chapter asks of real attention before it reads a peak,
+    asked of the raw maps too.
     """
-    raw = f"論文の式（生の位置ベクトル）では、どのヘッドも相対位置ごとの平均が一様の {raw_peak:.1f} 倍以下で、ほぼ一様である。"
+    raw = (f"論文の式（生の位置ベクトル）では、どのヘッドも相対位置ごとの平均が一様の {raw_peak:.2f} 倍以下で、実際の注意に求める "
+           f"{peak_min} 倍に届かず、ほぼ一様である。" if raw_peak < peak_min else
+           f"論文の式（生の位置ベクトル）でも、相対位置ごとの平均が一様の {peak_min} 倍以上に集まるヘッドがある（最大 {raw_peak:.2f} 倍）。")
     if fixed:
         heads = "、".join(f"H{h}（相対位置 {offset:+d}、実際の尺度で一様の {times:.1f} 倍）" for h, offset, times in fixed)
         return (raw + f"実際の入力の尺度で層正規化を通すと、{heads}が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に"
