@@ -67,6 +67,7 @@ _LAZY = {
     "ClusterNull": "clusters",
     "feature_scores": "clusters",
     "feature_null": "clusters",
+    "trained_pool": "clusters",
     "best_head_support": "clusters",
     "feature_sets": "clusters",
     "FeatureNull": "clusters",

@@ -50,6 +50,7 @@ __all__ = [
     "feature_scores",
     "FeatureNull",
     "feature_null",
+    "trained_pool",
     "best_head_support",
     "head_label",
     "feature_sets",
@@ -939,6 +940,31 @@ def head_label(heads: Sequence[tuple[int, int]], layers: Sequence[int]) -> str:
     if len({li for li, _ in heads}) == 1:
         return f"L{layers[heads[0][0]]}-H" + "/H".join(str(h) for _, h in heads)
     return " / ".join(f"L{layers[li]}-H{h}" for li, h in heads)
+
+
+def trained_pool(tokenizer: Any) -> np.ndarray:
+    """The ids a random token set should be drawn from: the whole vocabulary but its Special tokens.
+
+    Special tokens (:func:`token_type`: the padding token and the reserved placeholders ``[unused0]`` ...,
+    ``<unused0>`` ... in the Tohoku vocabularies; 特殊 for a Japanese tokenizer) never occur in pretraining text, so
+    their embeddings stay near where training started, and their ψ says nothing about what a head does with words. A
+    random-set null that draws them compares a feature with a pool no feature is drawn from. The tags (``[CLS]``,
+    ``[SEP]`` ...) stay: the model sees them in every input.
+
+    Returns
+    -------
+    numpy.ndarray of int64, sorted
+        Ids in ``0 .. tokenizer.vocab_size - 1``.
+
+    Examples
+    --------
+    >>> from mixlib.encoder import load_encoder  # doctest: +SKIP
+    >>> pool = trained_pool(load_encoder().tokenizer)  # doctest: +SKIP
+    """
+    rule, (tags, special) = _rule(tokenizer), _special_sets(tokenizer)
+    tokens = tokenizer.convert_ids_to_tokens(list(range(int(tokenizer.vocab_size))))
+    untrained = "特殊" if _is_japanese(tokenizer) else "Special"
+    return np.array([i for i, t in enumerate(tokens) if rule(t, tags, special) != untrained], dtype=np.int64)
 
 
 def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0, pool: Sequence[int] | None = None,

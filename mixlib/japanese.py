@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -304,11 +305,17 @@ def _script(c: str) -> str:
     return "other"
 
 
+#: Reserved placeholder tokens, which no pretraining text contains: ``[unused7]``, and ``<unused7>`` in the Tohoku
+#: vocabularies.
+_RESERVED = re.compile(r"^(?:\[unused\d+\]|<unused\d+>)$")
+
+
 def token_type(token: str | None, tags: set[str] | frozenset[str] = frozenset(), special: set[str] | frozenset[str] = frozenset()) -> str:
     """The type of one token of a Japanese vocabulary, by these rules, in order (first match wins):
 
     1. **タグ** – the tokenizer's ``[CLS]``, ``[SEP]``, ``[MASK]``, ``[UNK]`` (given as ``tags``).
-    2. **特殊** – ``[PAD]`` (in ``special``), ``[unused<digits>]`` and the empty string.
+    2. **特殊** – ``[PAD]`` (in ``special``), the reserved placeholders ``[unused<digits>]`` and ``<unused<digits>>``
+       (the form of the Tohoku vocabularies) and the empty string.
     3. **サブワード** – a WordPiece continuation: ``##`` and at least one character (``##的``, ``##る``).
     4. **数字** – every character a Unicode number: ``2024``, ``３``, ``½`` (漢数字 such as 三 are 漢字).
     5. **記号** – every character punctuation, a symbol or a space: ``、`` ``。`` ``「`` ``!`` ``→``.
@@ -342,7 +349,7 @@ def token_type(token: str | None, tags: set[str] | frozenset[str] = frozenset(),
         return "特殊"
     if token in tags:
         return "タグ"
-    if token in special or (token.startswith("[unused") and token.endswith("]") and token[7:-1].isdigit()):
+    if token in special or _RESERVED.match(token):  # [unused7], and <unused7> in the Tohoku vocabularies
         return "特殊"
     if token.startswith("##") and len(token) > 2:
         return "サブワード"

@@ -460,3 +460,31 @@ def test_feature_null_candidates_and_head_label():
     assert head_label([(1, 2), (1, 0)], [3, 7]) == "L7-H2/H0"
     assert head_label([(1, 2), (0, 1)], [3, 7]) == "L7-H2 / L3-H1"
     assert head_label([], [3, 7]) == "-"
+
+
+class _Vocab:
+    """A tokenizer as trained_pool reads one: its tokens by id, its vocabulary size and its special tokens."""
+
+    cls_token, sep_token, mask_token, unk_token, pad_token = "[CLS]", "[SEP]", "[MASK]", "[UNK]", "[PAD]"
+
+    def __init__(self, tokens):
+        self.tokens, self.vocab_size = list(tokens), len(tokens)
+
+    def convert_ids_to_tokens(self, ids):
+        return [self.tokens[i] for i in ids]
+
+
+class BertJapaneseTokenizer(_Vocab):  # the class name is how mixlib tells a Japanese tokenizer
+    pass
+
+
+def test_trained_pool_leaves_out_padding_and_reserved_placeholders(packaged_enc):
+    from mixlib.clusters import trained_pool
+
+    en = _Vocab(["[PAD]", "[unused0]", "[unused12]", "[CLS]", "[SEP]", "[MASK]", "[UNK]", "the", "##ing", "1990", "!", "[unused"])
+    assert trained_pool(en).tolist() == [3, 4, 5, 6, 7, 8, 9, 10, 11]  # tags stay: the model sees them in every input
+    ja = BertJapaneseTokenizer(["[PAD]", "<unused0>", "[unused3]", "[CLS]", "日本", "ます", "##的", "、", "<unused>"])
+    assert trained_pool(ja).tolist() == [3, 4, 5, 6, 7, 8]  # the Tohoku form <unusedN> is a placeholder too
+    pool = trained_pool(packaged_enc.tokenizer)  # the real vocabulary: [PAD] and [unused0] ... [unused993] go
+    toks = packaged_enc.tokenizer.convert_ids_to_tokens(pool.tolist())
+    assert len(pool) == packaged_enc.vocab_size - 995 and not any(t == "[PAD]" or t.startswith("[unused") for t in toks)

@@ -165,7 +165,7 @@ def test_own_reading_every_branch():
 
 def test_attn_and_worst_reading_every_branch():
     kept = r.attn_reading([2, 10], True)
-    assert kept.startswith("H2、H10 では、位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で実際の注意にも残っている。")
+    assert kept.startswith("H2、H10 では、位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で（ほかのヘッドの地図より、はっきり高く相関して）実際の注意にも残っている。")
     assert kept.endswith("位置の部分だけでパターンが説明できることの証明ではない")
     assert r.attn_reading([], True) == "実際の地図で自分自身ともっとも相関するヘッドはあるが、その形がそのヘッドに固有だとは確かめられない"
     assert r.attn_reading([], False) == "位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で実際の注意に残っているとは言えない"
@@ -193,7 +193,7 @@ def test_one_sided_align_and_infl_readings_every_branch():
 
 def test_fixed_and_offset_readings_every_branch():
     claim = "論文の「決まった相対位置を見るヘッドがある」は、"
-    raw = "論文の式（生の位置ベクトル）では、どのヘッドも相対位置ごとの平均が一様の 1.26 倍以下で、実際の注意に求める 1.5 倍に届かず、ほぼ一様である。"
+    raw = "論文の式（生の位置ベクトル）では、相対位置ごとの平均はどのヘッドでも最大で一様の 1.26 倍で、実際の注意に求める 1.5 倍に届かず、ほぼ一様である。"
     assert r.fixed_reading(1.26, [(3, 1, 4.52), (7, -1, 2.0)], peak_min=1.5) == (
         raw + "実際の入力の尺度で層正規化を通すと、H3（相対位置 +1、実際の尺度で一様の 4.5 倍）、H7（相対位置 -1、実際の尺度で一様の 2.0 倍）"
         "が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まる。" + claim
@@ -203,8 +203,8 @@ def test_fixed_and_offset_readings_every_branch():
         + claim + "手元のモデルでは見えない")
     assert r.fixed_reading(1.5, [], peak_min=1.5).startswith(  # at the bar the raw maps count as peaked, as real attention does
         "論文の式（生の位置ベクトル）でも、相対位置ごとの平均が一様の 1.5 倍以上に集まるヘッドがある（最大 1.50 倍）。実際の入力の尺度で")
-    assert r.fixed_cell(1.26, [(3, 1), (7, -1)]) == "H3（+1）、H7（-1）（生の位置ベクトルでは最大でも一様の 1.3 倍）"
-    assert r.fixed_cell(1.26, []) == "なし（生の位置ベクトルでは最大でも一様の 1.3 倍）"
+    assert r.fixed_cell(1.26, [(3, 1), (7, -1)]) == "H3（+1）、H7（-1）（生の位置ベクトルでは最大でも一様の 1.26 倍）"
+    assert r.fixed_cell(1.26, []) == "なし（生の位置ベクトルでは最大でも一様の 1.26 倍）"
     assert r.offset_reading(True).startswith("地図全体の相関が高くても、注意がもっとも集まる相対位置までは")
     assert r.offset_reading(True).endswith("地図の形が似ているという意味で、どこを一番見るかまでは言っていない")
     assert r.offset_reading(False) == "これらのヘッドでは、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
@@ -220,7 +220,8 @@ def test_psi_readings_every_branch():
     assert r.psi_reading(0, 72, 72) == "どのヘッド・位置でも順位相関の 95% 区間が 1 に届き、順位は保たれていないとは言えない"
     kept = "どのヘッドでも比は 0.9〜1.1 倍の中にあり、値もおおむね保たれる"
     assert r.psi_value_reading(0.95, 1.05) == r.psi_value_reading(0.9, 1.1) == kept
-    lost = "値は保たれないので、単語だけで計算した ψ の値を、実際の入力でのヘッドの伸ばし方の大きさとして読むことはできない"
+    lost = ("比が 0.9〜1.1 倍の外に出るヘッドがあり、値はヘッドによって大きく変わる。単語だけで計算した ψ の値を、そのまま実際の入力での"
+            "ヘッドの伸ばし方の大きさとして読むことはできない")
     assert r.psi_value_reading(0.89, 1.0) == r.psi_value_reading(1.0, 1.11) == lost
 
 

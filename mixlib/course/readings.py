@@ -278,8 +278,8 @@ def attn_reading(distinct: Sequence[int], any_own: bool) -> str:
     """What the position-only maps say about real attention: ``distinct`` heads keep their own pattern (ahead of every
     other head's map in both halves); ``any_own``: some head's real map matches its own best, if not clearly."""
     if len(distinct):
-        return (f"{listed(distinct, prefix='H')} では、位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で実際の注意にも"
-                "残っている。ただし、並べ替えの帰無分布は「地図に構造がない」ことを退けるだけの弱い基準で、相関が高いことは、"
+        return (f"{listed(distinct, prefix='H')} では、位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で（ほかのヘッドの地図"
+                "より、はっきり高く相関して）実際の注意にも残っている。ただし、並べ替えの帰無分布は「地図に構造がない」ことを退けるだけの弱い基準で、相関が高いことは、"
                 "位置の部分だけでパターンが説明できることの証明ではない")
     if any_own:
         return "実際の地図で自分自身ともっとも相関するヘッドはあるが、その形がそのヘッドに固有だとは確かめられない"
@@ -339,7 +339,7 @@ def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, p
     in real attention; ``peak_min``: the multiple of uniform the chapter asks of real attention before it reads a peak,
     asked of the raw maps too.
     """
-    raw = (f"論文の式（生の位置ベクトル）では、どのヘッドも相対位置ごとの平均が一様の {raw_peak:.2f} 倍以下で、実際の注意に求める "
+    raw = (f"論文の式（生の位置ベクトル）では、相対位置ごとの平均はどのヘッドでも最大で一様の {raw_peak:.2f} 倍で、実際の注意に求める "
            f"{peak_min} 倍に届かず、ほぼ一様である。" if raw_peak < peak_min else
            f"論文の式（生の位置ベクトル）でも、相対位置ごとの平均が一様の {peak_min} 倍以上に集まるヘッドがある（最大 {raw_peak:.2f} 倍）。")
     if fixed:
@@ -352,7 +352,7 @@ def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, p
 
 def fixed_cell(raw_peak: float, fixed: Sequence[tuple[int, int]]) -> str:
     """The verdict table's cell for figure 6: ``H3（+1）、H7（-1）`` (``(head, offset)`` each) or なし, and the raw peak."""
-    return ("、".join(f"H{h}（{offset:+d}）" for h, offset in fixed) or "なし") + f"（生の位置ベクトルでは最大でも一様の {raw_peak:.1f} 倍）"
+    return ("、".join(f"H{h}（{offset:+d}）" for h, offset in fixed) or "なし") + f"（生の位置ベクトルでは最大でも一様の {raw_peak:.2f} 倍）"
 
 
 def offset_reading(any_other: bool) -> str:
@@ -380,7 +380,8 @@ def psi_reading(n_zero: int, n_one: int, n_all: int) -> str:
 def psi_value_reading(ratio_min: float, ratio_max: float) -> str:
     """Are ψ's values kept too? The per-head ratio of medians (real input over words only), its smallest and largest."""
     if ratio_min < 0.9 or ratio_max > 1.1:
-        return "値は保たれないので、単語だけで計算した ψ の値を、実際の入力でのヘッドの伸ばし方の大きさとして読むことはできない"
+        return ("比が 0.9〜1.1 倍の外に出るヘッドがあり、値はヘッドによって大きく変わる。単語だけで計算した ψ の値を、そのまま実際の入力での"
+                "ヘッドの伸ばし方の大きさとして読むことはできない")
     return "どのヘッドでも比は 0.9〜1.1 倍の中にあり、値もおおむね保たれる"
 
 
