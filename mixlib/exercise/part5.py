@@ -138,10 +138,10 @@ def _ex_11_2(stretch, bounds, E):
 @reference(
     "ex-11-3",
     Part("ヘッド", hint="np.unravel_index(np.argmax(score), score.shape) の層の番号は stretch.layers で読み替える"),
-    Part("パーセンタイル", hint="feature_null に nstretch・my_ids・n_draws=N_DRAWS・seed=SEED・relative=True を渡す"),
+    Part("パーセンタイル", hint="feature_null に nstretch・my_ids・n_draws=N_DRAWS・seed=SEED・relative=True・pool=POOL を渡す"),
     judge=True,
 )
-def _ex_11_3(answers, my_ids, stretch, nstretch, n_draws, seed):
+def _ex_11_3(answers, my_ids, stretch, nstretch, n_draws, seed, pool):
     from mixlib.clusters import feature_null, feature_scores
 
     if my_ids is None or len(my_ids) < 3:
@@ -157,7 +157,7 @@ def _ex_11_3(answers, my_ids, stretch, nstretch, n_draws, seed):
         except (TypeError, ValueError):
             given_head = ("?",)
     pct = answers["パーセンタイル"]
-    expected_pct = None if pct is None else feature_null(nstretch, ids, n_draws=n_draws, seed=seed, relative=True).percentile
+    expected_pct = None if pct is None else feature_null(nstretch, ids, n_draws=n_draws, seed=seed, relative=True, pool=pool).percentile
     return {"ヘッド": (given_head, head), "パーセンタイル": (pct, expected_pct)}
 
 
@@ -177,11 +177,11 @@ def _ex_11_4(answers, enc):
     return {"": (ok, True)}
 
 
-@reference("ex-11-5", Part(hint="自己チェックのセルの weekday_ids を使い、n_draws・seed・relative を本文と同じにする"))
-def _ex_11_5(nstretch, ids, n_draws, seed):
+@reference("ex-11-5", Part(hint="自己チェックのセルの weekday_ids を使い、n_draws・seed・relative・pool を本文と同じにする"))
+def _ex_11_5(nstretch, ids, n_draws, seed, pool):
     from mixlib.clusters import feature_null
 
-    return feature_null(nstretch, list(ids), n_draws=n_draws, seed=seed, relative=True).percentile
+    return feature_null(nstretch, list(ids), n_draws=n_draws, seed=seed, relative=True, pool=pool).percentile
 
 
 # ---------------------------------------------------------------- chapter 12
