@@ -36,7 +36,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._repo import COLAB_EDITION_DIR, INSTALL_CELL, SITE_URL, colab_url
+from ._repo import COLAB_EDITION_DIR, INSTALL_CELL, INSTALL_TITLE, SITE_URL, colab_url
 from .glue import PLACEHOLDER
 
 __all__ = ["Book", "EditionError", "read_book", "convert_markdown", "convert_notebook", "build", "main",
@@ -48,7 +48,6 @@ FOLD_TAGS = ("remove-cell", "remove-input", "hide-input", "hide-cell")
 #: the title of a folded cell that shows a paragraph with this run's values
 PROSE_TITLE = "本文（この実行の数で）"
 #: the title of the folded install cell
-INSTALL_TITLE = "準備：Colab でだけ mixlib とデータを入れる（最初に実行する）"
 #: the title of a folded cell whose first line is not a comment
 FOLD_TITLE = "図と表を作るコード（▶ を押すと中が見える）"
 #: the note under the chapter's title ({site}: the chapter's page on the site)
@@ -466,12 +465,11 @@ def prose_template(source: str) -> str | None:
 
 def _fold(cell: dict) -> dict:
     src = "".join(cell["source"])
-    if src == INSTALL_CELL:
-        title = INSTALL_TITLE
-    else:
+    if not src.startswith("#@title "):  # the install cell comes folded already
         first = src.split("\n", 1)[0]
         title = first.lstrip("# ").strip() if first.startswith("# ") else FOLD_TITLE
-    return {**cell, "metadata": {**cell["metadata"], "cellView": "form"}, "source": _lines(f"#@title {title}\n{src}")}
+        src = f"#@title {title}\n{src}"
+    return {**cell, "metadata": {**cell["metadata"], "cellView": "form"}, "source": _lines(src)}
 
 
 def convert_notebook(nb: dict, doc: str, book: Book) -> dict:

@@ -9,7 +9,7 @@ every notebook. ``tests/test_colab_cell.py`` runs the cell as Colab would.
 
 from __future__ import annotations
 
-__all__ = ["REPO_URL", "REPO_BRANCH", "REPO_URL_ENV", "REPO_DIR_ENV", "COLAB_DIR", "INSTALL_CELL", "SITE_URL",
+__all__ = ["REPO_URL", "REPO_BRANCH", "REPO_URL_ENV", "REPO_DIR_ENV", "COLAB_DIR", "INSTALL_CELL", "INSTALL_TITLE", "SITE_URL",
            "COLAB_EDITION_DIR", "colab_url"]
 
 #: The public repository of the book (clone URL without ``.git``).
@@ -42,7 +42,11 @@ COLAB_DIR = "/content/mixbook"
 #: button, a time limit) never blocks the next run: the first clone goes into ``<dir>.partial`` and is
 #: renamed only when complete (a leftover is removed), and the lock files a killed git leaves in an existing
 #: clone are removed before it is updated. Outside Colab it does nothing.
+#: The install cell's title: Colab folds the cell under it (``#@title`` with the cell's ``"cellView": "form"``),
+#: in the notebooks as in their Colab editions; the site removes the cell (``remove-cell``).
+INSTALL_TITLE = "準備：Colab でだけ mixlib とデータを入れる（最初に実行する）"
 INSTALL_CELL = f"""\
+#@title {INSTALL_TITLE}
 # Colab で開いたときだけ、このリポジトリ（mixlib とデータ）を入れる。Colab にあるもの（torch など）は替えない。
 # 何度実行してもよい（前に入れたものは最新にする）。別の複製を使うときは環境変数 {REPO_URL_ENV} に URL を入れる。
 import os, sys

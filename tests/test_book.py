@@ -278,6 +278,9 @@ def test_first_cell_is_the_colab_install_cell(path):
     assert first["cell_type"] == "code", f"{path.name}: cell 1 must be the Colab install code cell"
     assert "remove-cell" in first.get("metadata", {}).get("tags", []), f"{path.name}: cell 1 must be tagged remove-cell"
     assert _source(first).strip() == INSTALL_CELL, f"{path.name}: cell 1 differs from the standard Colab install cell"
+    # folded in Colab under its title, in the notebook as in its Colab edition (issue 54)
+    assert first["metadata"].get("cellView") == "form" and _source(first).startswith("#@title "), (
+        f"{path.name}: cell 1 must be folded in Colab (#@title and cellView form)")
 
 
 @pytest.mark.parametrize("path", written(NOTEBOOKS))
