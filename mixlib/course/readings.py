@@ -115,8 +115,6 @@ def unused_reading(is_unused: Sequence[bool], cos_tok: Sequence[float], n_high: 
 
     Per token of the vocabulary: ``is_unused`` (a reserved ``[unused…]`` token), ``cos_tok`` (its mean cosine with
     every position) and ``n_high`` (the number of positions whose cosine with it exceeds ``threshold``)."""
-    import numpy as np
-
     is_unused, cos_tok, n_high = np.asarray(is_unused, bool), np.asarray(cos_tok, float), np.asarray(n_high)
     n = int(is_unused.sum())
     if not n:
@@ -279,8 +277,8 @@ def attn_reading(distinct: Sequence[int], any_own: bool) -> str:
     other head's map in both halves); ``any_own``: some head's real map matches its own best, if not clearly."""
     if len(distinct):
         return (f"{listed(distinct, prefix='H')} では、位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で（ほかのヘッドの地図"
-                "より、はっきり高く相関して）実際の注意にも残っている。ただし、並べ替えの帰無分布は「地図に構造がない」ことを退けるだけの弱い基準で、相関が高いことは、"
-                "位置の部分だけでパターンが説明できることの証明ではない")
+                "より、はっきり高く相関して）実際の注意にも残っている。ただし、並べ替えの帰無分布は「地図に構造がない」ことを"
+                "退けるだけの弱い基準で、相関が高いことは、位置の部分だけでパターンが説明できることの証明ではない")
     if any_own:
         return "実際の地図で自分自身ともっとも相関するヘッドはあるが、その形がそのヘッドに固有だとは確かめられない"
     return "位置ベクトルだけから計算したパターンが、そのヘッドに固有の形で実際の注意に残っているとは言えない"
