@@ -210,16 +210,16 @@ def _ex_12_2(E, Pe, tokenizer):
     return {"トークン": tokenizer.convert_ids_to_tokens(int(np.argmax(to_p0))), "位置": int(np.argmax(to_mask))}
 
 
-@reference("ex-12-3", Part(hint="相対位置 +1 は地図の対角線のすぐ右上（キー = クエリ + 1）。A_ln を使う"))
-def _ex_12_3(A_ln):
+@reference("ex-12-4", Part(hint="相対位置 +1 は地図の対角線のすぐ右上（キー = クエリ + 1）。A_ln を使う"))
+def _ex_12_4(A_ln):
     A = np.asarray(A_ln, dtype=np.float64)  # (H, n, n): query rows, key columns
     n = A.shape[1]
     above = A[:, np.arange(n - 1), np.arange(1, n)]  # key = query + 1
     return int(np.argmax(above.mean(axis=1)))
 
 
-@reference("ex-12-4", Part(hint="セグメントは token_type_embeddings のインデックス 1 の行（文 B）。ヘッドごとのスピアマン相関を長さ H の配列に", atol=1e-3))
-def _ex_12_4(enc, E, Pe, ids, psi_word):
+@reference("ex-12-5", Part(hint="セグメントは token_type_embeddings のインデックス 1 の行（文 B）。ヘッドごとのスピアマン相関を長さ H の配列に", atol=1e-3))
+def _ex_12_5(enc, E, Pe, ids, psi_word):
     import torch
     from scipy.stats import spearmanr
 
@@ -234,11 +234,11 @@ def _ex_12_4(enc, E, Pe, ids, psi_word):
 
 
 @reference(
-    "ex-12-5",
+    "ex-12-3",
     Part("a", hint="E @ Pe.T の全要素の平均（float64 で）。E と Pe の行の平均どうしの内積と同じ値", rtol=1e-4),
     Part("b", hint="中心化した位置ベクトルを、中心化した単語の上位 3 主成分に射影し、二乗和を全体の二乗和で割る"),
 )
-def _ex_12_5(E, Pe):
+def _ex_12_3(E, Pe):
     E, Pe = np.asarray(E, dtype=np.float64), np.asarray(Pe, dtype=np.float64)
     mw, mp = E.mean(0), Pe.mean(0)
     Pc = Pe - mp
