@@ -15,7 +15,9 @@ asked for) is left out.
 * :func:`permutation_test` -- the difference of group means per layer, with a two-sided p-value per layer and one
   corrected for the number of layers (max-t over layers); with ``strata``, labels move only within a stratum
   (e.g. a bin of sequence lengths), so a difference in how the groups spread over the strata cannot make a
-  difference by itself.
+  difference by itself. The statistic permuted is Welch's t by default: permuting the bare difference of means
+  is too liberal when the groups differ in size and in spread (the smaller group the more variable), because
+  shuffling labels then mixes the two spreads (Janssen 1997; Chung and Romano 2013).
 
 ``tests/test_stats.py`` checks them against independent computations (scipy's permutation test, explicit
 resampling) and by simulation (coverage, the rate of false positives).
@@ -126,6 +128,10 @@ class PermutationResult:
         layers in each permutation); ``p_max >= p``.
     null : numpy.ndarray, (n_perm, L)
         The permutation distribution of the raw difference.
+    sd_a, sd_b : numpy.ndarray, (L,)
+        Each group's standard deviation over its sequences, per layer (``ddof=1``).
+    statistic : str
+        ``"welch"`` or ``"mean"``: what was permuted.
     n_a, n_b, n_perm, seed : int
     """
 
@@ -137,9 +143,13 @@ class PermutationResult:
     n_b: int
     n_perm: int
     seed: int
+    sd_a: np.ndarray = field(repr=False, default=None)
+    sd_b: np.ndarray = field(repr=False, default=None)
+    statistic: str = "welch"
 
 
-def permutation_test(a: Any, b: Any, n_perm: int = 2000, seed: int = 0, strata: Any = None) -> PermutationResult:
+def permutation_test(a: Any, b: Any, n_perm: int = 2000, seed: int = 0, strata: Any = None,
+                     statistic: str = "welch") -> PermutationResult:
     """Do groups ``a`` and ``b`` of sequences differ in their per-layer means? A permutation test.
 
     The group labels are shuffled ``n_perm`` times (``numpy.random.default_rng(seed)``); each shuffle keeps the
@@ -148,6 +158,13 @@ def permutation_test(a: Any, b: Any, n_perm: int = 2000, seed: int = 0, strata: 
     null that is not centred at 0 is still read correctly; the p-values count permutations at least as far
     out, with the observed one included (``(1 + k) / (1 + n_perm)``).
 
+    The statistic permuted is Welch's t, ``(mean_b - mean_a) / sqrt(var_a / n_a + var_b / n_b)`` per layer
+    (``statistic="welch"``, the default), or the bare difference of means (``statistic="mean"``). The bare
+    difference is exact only when the groups are exchangeable; with unequal sizes and unequal spreads it rejects
+    a true null far too often (at 300 against 100 sequences and a variance ratio of 4, about a quarter of the time
+    at the 5% level over 12 layers; ``tests/test_stats.py`` measures it). Welch's t keeps the test close to its
+    level in that case and is as good as the bare difference when the groups are exchangeable.
+
     Parameters
     ----------
     a, b : array-like, (L, Ba) and (L, Bb), or (Ba,) and (Bb,)
@@ -155,11 +172,15 @@ def permutation_test(a: Any, b: Any, n_perm: int = 2000, seed: int = 0, strata: 
     n_perm, seed : int
     strata : array-like, (Ba + Bb,), optional
         A label per sequence, ``a``'s first: labels move only among sequences of the same stratum.
+    statistic : {"welch", "mean"}
+        What is permuted (see above). ``"welch"`` needs at least two sequences in each group.
 
     Returns
     -------
     PermutationResult
     """
+    if statistic not in ("welch", "mean"):
+        raise ValueError(f"statistic={statistic!r}: use 'welch' (Welch's t, the default) or 'mean' (the bare difference).")
     A, B = _per_sequence(a, "a"), _per_sequence(b, "b")
     if A.shape[0] != B.shape[0]:
         raise ValueError(f"a has {A.shape[0]} layers and b {B.shape[0]}; give both as (L, sequences).")
@@ -174,22 +195,43 @@ def permutation_test(a: Any, b: Any, n_perm: int = 2000, seed: int = 0, strata: 
             raise ValueError(f"strata has {labels.shape[0]} labels for {both.shape[1]} sequences (a's first, then b's).")
     keep = ~np.isnan(both).any(axis=0)
     both, is_b, labels = both[:, keep], is_b[keep], labels[keep]
-    if is_b.sum() < 1 or (~is_b).sum() < 1:
-        raise ValueError("each group needs at least one sequence without NaN.")
+    least = 2 if statistic == "welch" else 1
+    if is_b.sum() < least or (~is_b).sum() < least:
+        raise ValueError(f"each group needs at least {least} sequence{'s' if least > 1 else ''} without NaN"
+                         + (" for Welch's t (or use statistic='mean')." if least > 1 else "."))
     groups = [np.flatnonzero(labels == s) for s in np.unique(labels)]
-    observed = both[:, is_b].mean(axis=1) - both[:, ~is_b].mean(axis=1)
     rng = np.random.default_rng(int(seed))
-    null = np.empty((n_perm, both.shape[0]))
+    labs = np.empty((n_perm + 1, both.shape[1]), dtype=bool)  # row 0: the observed labels; then the permutations
+    labs[0] = is_b
     for k in range(n_perm):
         lab = is_b.copy()
         for g in groups:
             lab[g] = rng.permutation(lab[g])
-        null[k] = both[:, lab].mean(axis=1) - both[:, ~lab].mean(axis=1)
-    centre, sd = null.mean(axis=0), null.std(axis=0, ddof=1)
+        labs[k + 1] = lab
+    # every permutation's group sums at once: (n_perm + 1, L)
+    nb, na = int(is_b.sum()), int((~is_b).sum())
+    w = labs.astype(np.float64)
+    centred = both - both.mean(axis=1, keepdims=True)  # sums of squares about the pooled mean: no cancellation
+    sum_b, sq_b = w @ centred.T, w @ (centred**2).T
+    sum_a, sq_a = centred.sum(axis=1) - sum_b, (centred**2).sum(axis=1) - sq_b
+    mean_b, mean_a = sum_b / nb, sum_a / na
+    diffs = mean_b - mean_a  # (n_perm + 1, L)
+    if statistic == "welch":
+        var_b = np.clip(sq_b - nb * mean_b**2, 0, None) / (nb - 1)
+        var_a = np.clip(sq_a - na * mean_a**2, 0, None) / (na - 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            stat = np.where(var_a / na + var_b / nb > 0, diffs / np.sqrt(var_a / na + var_b / nb), 0.0)
+    else:
+        stat = diffs
+    observed, null = diffs[0], diffs[1:]
+    t_obs, t_null = stat[0], stat[1:]
+    centre, sd = t_null.mean(axis=0), t_null.std(axis=0, ddof=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         sd = np.where(sd > 0, sd, np.inf)  # a layer the permutations cannot move: never significant
-        z_obs, z_null = np.abs(observed - centre) / sd, np.abs(null - centre) / sd
+        z_obs, z_null = np.abs(t_obs - centre) / sd, np.abs(t_null - centre) / sd
     p = (1 + (z_null >= z_obs).sum(axis=0)) / (1 + n_perm)
     p_max = (1 + (z_null.max(axis=1)[:, None] >= z_obs[None]).sum(axis=0)) / (1 + n_perm)
-    return PermutationResult(difference=observed - centre, p=p, p_max=p_max, null=null, n_a=int((~is_b).sum()),
-                             n_b=int(is_b.sum()), n_perm=n_perm, seed=int(seed))
+    spread = lambda x: x.std(axis=1, ddof=1) if x.shape[1] > 1 else np.full(x.shape[0], np.nan)  # noqa: E731
+    sd_a, sd_b = spread(both[:, ~is_b]), spread(both[:, is_b])
+    return PermutationResult(difference=observed - null.mean(axis=0), p=p, p_max=p_max, null=null, n_a=na, n_b=nb,
+                             n_perm=n_perm, seed=int(seed), sd_a=sd_a, sd_b=sd_b, statistic=statistic)

@@ -72,10 +72,15 @@ def test_simultaneous_interval_covers_all_layers_at_its_level():
 def test_permutation_p_matches_scipy_for_one_layer():
     rng = np.random.default_rng(5)
     a, b = rng.normal(size=25), rng.normal(0.6, 1, size=30)
-    res = stats.permutation_test(a, b, n_perm=4000, seed=1)
+    res = stats.permutation_test(a, b, n_perm=4000, seed=1, statistic="mean")
     ref = sps.permutation_test((b, a), lambda x, y: x.mean() - y.mean(), permutation_type="independent",
                                n_resamples=4000, alternative="two-sided", random_state=2)
     assert abs(res.p[0] - ref.pvalue) < 0.02, (res.p, ref.pvalue)
+    welch = stats.permutation_test(a, b, n_perm=4000, seed=1)  # the default: Welch's t, against scipy's own
+    ref_t = sps.permutation_test((b, a), lambda x, y: sps.ttest_ind(x, y, equal_var=False).statistic,
+                                 permutation_type="independent", n_resamples=4000, alternative="two-sided", random_state=2)
+    assert welch.statistic == "welch" and abs(welch.p[0] - ref_t.pvalue) < 0.02, (welch.p, ref_t.pvalue)
+    assert welch.sd_a[0] == pytest.approx(a.std(ddof=1)) and welch.sd_b[0] == pytest.approx(b.std(ddof=1))
     assert abs(res.difference[0] - (b.mean() - a.mean())) < 0.05  # the null is centred near 0 without strata
     assert res.p_max[0] == pytest.approx(res.p[0])  # one layer: nothing to correct
     assert (res.n_a, res.n_b) == (25, 30)
@@ -94,6 +99,27 @@ def test_max_over_layers_keeps_false_positives_near_five_percent():
         corrected += bool((res.p_max < 0.05).any())
     assert corrected / runs <= 0.11, corrected
     assert any_layer > corrected
+
+
+def _false_positive_rate(statistic, var_ratio, runs=200):
+    """How often the corrected test finds a difference between two groups of equal means: 300 sequences against
+    100 whose values spread var_ratio times as much (12 correlated layers), as chapter 13's modern pairs and poems."""
+    rng = np.random.default_rng(11)
+    hits = 0
+    for k in range(runs):
+        a = rng.normal(size=(12, 300)) + rng.normal(size=(1, 300))
+        b = np.sqrt(var_ratio) * (rng.normal(size=(12, 100)) + rng.normal(size=(1, 100)))
+        hits += bool((stats.permutation_test(a, b, n_perm=200, seed=k, statistic=statistic).p_max < 0.05).any())
+    return hits / runs
+
+
+def test_welch_keeps_its_level_where_the_bare_difference_does_not():
+    """Unequal sizes and spreads (the smaller group the more variable): permuting the bare difference of means
+    rejects a true null far more often than 5%; Welch's t stays near 5%. Exchangeable groups: both near 5%."""
+    bare, welch = _false_positive_rate("mean", 4.0), _false_positive_rate("welch", 4.0)
+    assert bare > 0.12, bare
+    assert welch <= 0.09, welch
+    assert _false_positive_rate("welch", 1.0, runs=100) <= 0.1
 
 
 def test_strata_remove_a_difference_that_the_strata_explain():
@@ -135,6 +161,11 @@ def test_bad_input_is_a_clear_error():
         stats.permutation_test(np.zeros(5), np.ones(5), strata=[0, 1, 2])
     with pytest.raises(ValueError, match="n_perm"):
         stats.permutation_test(np.zeros(5), np.ones(5), n_perm=0)
+    with pytest.raises(ValueError, match="at least 2 sequences without NaN for Welch"):
+        stats.permutation_test(np.zeros(5), np.ones(1))
+    with pytest.raises(ValueError, match="statistic='median'"):
+        stats.permutation_test(np.zeros(5), np.ones(5), statistic="median")
+    assert stats.permutation_test(np.zeros(5), np.ones(1), statistic="mean").n_b == 1  # the bare difference needs one
     with pytest.raises(ValueError, match="at least 2"):
         stats.bootstrap_means(np.array([[1.0, np.nan, np.nan]]))
     with pytest.raises(ValueError, match="ci="):
