@@ -36,7 +36,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["EXTRA", "MODELS", "MODEL_DICTIONARIES", "MissingExtra", "PUNCTUATION", "PUNCTUATION_CHARS", "punctuation_ids",
+__all__ = ["to_hiragana", "EXTRA", "MODELS", "MODEL_DICTIONARIES", "MissingExtra", "PUNCTUATION", "PUNCTUATION_CHARS", "punctuation_ids",
            "is_japanese_name", "TYPES", "is_japanese", "token_type", "tokenizer_kwargs",
            "check_installed", "needs_japanese_tokenizer", "install_on_colab", "feature_sets", "WEEKDAYS", "PARTICLES",
            "AUXILIARIES", "ONBIN_STEMS"]
@@ -102,6 +102,35 @@ def punctuation_ids(tokenizer: Any) -> set[int]:
         if body and set(body) <= PUNCTUATION_CHARS:
             ids.add(int(i))
     return ids
+
+
+#: Katakana (ァ … ヶ) to hiragana (ぁ … ゖ): the same letters 0x60 code points lower.
+_KATA_TO_HIRA = {c: c - 0x60 for c in range(ord("ァ"), ord("ヶ") + 1)}
+
+
+def to_hiragana(text: str, *, tagger: Any = None) -> str:
+    """``text`` written in hiragana, word by word as MeCab (unidic-lite) reads it: 「東京の大学で学んだ。」 →
+    「とうきょうのだいがくでまなんだ。」.
+
+    A word is replaced by its kana spelling (UniDic's ``kana`` field: は and を stay は and を, as they are
+    written, not as they are pronounced), turned from katakana into hiragana; a word without one (punctuation,
+    Latin letters, digits MeCab does not read) is kept as it is. Spaces are dropped, as MeCab drops them.
+    Chapter 13 uses it as a control: the same modern sentences in the script the 百人一首 are written in.
+    Needs ``mixlib[ja]`` (fugashi and unidic-lite); ``tagger``: a ``fugashi.Tagger`` to reuse.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}.")
+    if tagger is None:
+        _require("unidic_lite", "to_hiragana")
+        import fugashi
+        import unidic_lite
+
+        tagger = fugashi.Tagger(f'-d "{unidic_lite.DICDIR}" -r "{Path(unidic_lite.DICDIR) / "mecabrc"}"')
+    out = []
+    for word in tagger(text):
+        kana = getattr(word.feature, "kana", None)
+        out.append(kana.translate(_KATA_TO_HIRA) if kana and kana != "*" else word.surface)
+    return "".join(out)
 
 
 def is_japanese_name(name: str) -> bool:

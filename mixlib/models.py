@@ -325,6 +325,22 @@ class Encoder:
             model.set_attn_implementation("eager")
         return _finish(model, tokenizer, family, name=name, source=source, requested=name, device=resolve_device(device))
 
+    def untrained(self, seed: int = 0) -> "Encoder":
+        """The same architecture and tokenizer with freshly initialised weights: a model that has seen no data.
+
+        A negative control: a difference that this model shows too comes from the input's form (its length, its
+        tokens), not from anything learned. The weights are drawn as ``transformers`` initialises a new model of
+        this configuration (``AutoModel.from_config``), under ``torch.manual_seed(seed)``; the caller's global
+        random state is left as it was.
+        """
+        from transformers import AutoModel
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))
+            model = AutoModel.from_config(self.config)
+        return Encoder.from_model(model, self.tokenizer, name=f"{self.name}（学習前の重み）", source="local",
+                                  device=self.device)
+
     def __repr__(self) -> str:
         return f"Encoder(name={self.name!r}, source={self.source!r}, L={self.n_layers}, H={self.n_heads}, d={self.d_model}, device={self.device})"
 

@@ -12,6 +12,8 @@ asked for) is left out.
 * :func:`percentile_interval` -- the interval of each layer on its own;
 * :func:`simultaneous_interval` -- an interval that holds for all layers at once (max-t over layers): checking
   12 layers with 12 separate 95% intervals finds some layer outside by chance far more often than 5%;
+* :func:`match_lengths` -- a control group of the same lengths: for each sequence of one group, a different
+  sequence of another with the nearest length (the assignment with the least total difference);
 * :func:`permutation_test` -- the difference of group means per layer, with a two-sided p-value per layer and one
   corrected for the number of layers (max-t over layers); with ``strata``, labels move only within a stratum
   (e.g. a bin of sequence lengths), so a difference in how the groups spread over the strata cannot make a
@@ -30,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["bootstrap_means", "percentile_interval", "simultaneous_interval", "PermutationResult", "permutation_test"]
+__all__ = ["bootstrap_means", "percentile_interval", "simultaneous_interval", "PermutationResult", "permutation_test",
+           "match_lengths"]
 
 
 def _per_sequence(values: Any, what: str = "values") -> np.ndarray:
@@ -235,3 +238,29 @@ def permutation_test(a: Any, b: Any, n_perm: int = 2000, seed: int = 0, strata: 
     sd_a, sd_b = spread(both[:, ~is_b]), spread(both[:, is_b])
     return PermutationResult(difference=observed - null.mean(axis=0), p=p, p_max=p_max, null=null, n_a=na, n_b=nb,
                              n_perm=n_perm, seed=int(seed), sd_a=sd_a, sd_b=sd_b, statistic=statistic)
+
+
+def match_lengths(pool: Any, targets: Any) -> np.ndarray:
+    """For each target length, a different item of ``pool`` with a length as close as possible.
+
+    Returns the indices into ``pool`` (one per target, in the targets' order, all different) of the assignment
+    that makes the total absolute difference of lengths smallest (``scipy.optimize.linear_sum_assignment``).
+    Chapter 13 uses it to draw, from the modern sentence pairs, a control group as long as the poems.
+
+    Parameters
+    ----------
+    pool, targets : array-like of numbers, (P,) and (T,), T <= P
+    """
+    from scipy.optimize import linear_sum_assignment
+
+    P, T = np.asarray(pool, dtype=np.float64).reshape(-1), np.asarray(targets, dtype=np.float64).reshape(-1)
+    if T.size == 0:
+        raise ValueError("targets is empty: give at least one length to match.")
+    if P.size < T.size:
+        raise ValueError(f"pool has {P.size} items for {T.size} targets: each target needs a different item.")
+    if not (np.isfinite(P).all() and np.isfinite(T).all()):
+        raise ValueError("lengths must be finite numbers (no NaN or inf).")
+    rows, cols = linear_sum_assignment(np.abs(T[:, None] - P[None, :]))
+    out = np.empty(T.size, dtype=np.int64)
+    out[rows] = cols
+    return out

@@ -62,6 +62,19 @@ def test_japanese_token_types(token, want):
 
 
 @pytest.mark.torch_free
+def test_to_hiragana_writes_each_word_as_it_is_spelt():
+    pytest.importorskip("fugashi")
+    pytest.importorskip("unidic_lite")
+    assert japanese.to_hiragana("東京の大学で、言語を学んだ。") == "とうきょうのだいがくで、げんごをまなんだ。"
+    assert japanese.to_hiragana("今日は本を読む") == "きょうはほんをよむ"  # は and を as written, not わ and お
+    assert japanese.to_hiragana("ころも ほす") == "ころもほす"  # spaces go, as MeCab drops them
+    out = japanese.to_hiragana("「カタカナ」とBERTと2019年")
+    assert out.startswith("「かたかな」と") and "BERT" in out and "ねん" in out  # no kana reading: kept as it is
+    assert not any("ァ" <= c <= "ヶ" or "一" <= c <= "鿿" for c in japanese.to_hiragana("漢字とカタカナの文。"))
+    with pytest.raises(TypeError, match="string"):
+        japanese.to_hiragana(None)
+
+
 def test_types_and_punctuation_lists():
     assert len(set(japanese.TYPES)) == len(japanese.TYPES)
     from mixlib import plots

@@ -62,6 +62,27 @@ def test_packaged_encoder_card(packaged_enc):
     assert enc.tokenizer.convert_tokens_to_ids("[MASK]") == 103  # same uncased WordPiece vocabulary as bert-base
 
 
+def test_untrained_is_the_same_model_before_training(packaged_enc):
+    """Same configuration and tokenizer, weights as transformers initialises them, reproducible by seed, and the
+    caller's random state untouched."""
+    import torch
+
+    torch.manual_seed(123)
+    before = torch.rand(3)
+    torch.manual_seed(123)
+    fresh = packaged_enc.untrained(seed=0)
+    assert torch.equal(torch.rand(3), before)  # the global generator is where it was
+    assert fresh.tokenizer is packaged_enc.tokenizer and fresh.config.to_dict() == packaged_enc.config.to_dict() | {
+        k: v for k, v in fresh.config.to_dict().items() if k in ("_name_or_path", "transformers_version", "architectures")}
+    assert (fresh.n_layers, fresh.n_heads, fresh.d_model) == (packaged_enc.n_layers, packaged_enc.n_heads, packaged_enc.d_model)
+    w, w0 = fresh.word_embeddings(), packaged_enc.word_embeddings()
+    assert not torch.allclose(w, w0)
+    assert abs(float(w.std()) - packaged_enc.config.initializer_range) < 0.002  # transformers' normal(0, 0.02)
+    assert torch.equal(w, packaged_enc.untrained(seed=0).word_embeddings())
+    assert not torch.equal(w, packaged_enc.untrained(seed=1).word_embeddings())
+    assert "学習前" in fresh.describe() and not fresh.fell_back
+
+
 def test_family_table_resolves_every_module(packaged_enc):
     enc = packaged_enc
     for layer in range(enc.n_layers):

@@ -172,3 +172,23 @@ def test_bad_input_is_a_clear_error():
         stats.percentile_interval(np.zeros((1, 10)), ci=95)
     with pytest.raises(ValueError, match="estimate has 2 layers"):
         stats.simultaneous_interval(np.zeros((3, 10)), np.zeros(2))
+
+
+def test_match_lengths_finds_the_closest_assignment():
+    """Against brute force over every way to give 4 targets different items of a pool of 6."""
+    from itertools import permutations
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        pool, targets = rng.integers(5, 40, size=6), rng.integers(5, 40, size=4)
+        got = stats.match_lengths(pool, targets)
+        assert len(set(got.tolist())) == 4
+        best = min(sum(abs(pool[i] - t) for i, t in zip(p, targets)) for p in permutations(range(6), 4))
+        assert sum(abs(pool[got] - targets)) == best
+    assert stats.match_lengths([30, 10, 20], [20, 10]).tolist() == [2, 1]  # exact lengths are found
+    with pytest.raises(ValueError, match="pool has 1 items for 2 targets"):
+        stats.match_lengths([3], [1, 2])
+    with pytest.raises(ValueError, match="finite"):
+        stats.match_lengths([3, np.nan], [1])
+    with pytest.raises(ValueError, match="empty"):
+        stats.match_lengths([3], [])
