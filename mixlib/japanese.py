@@ -36,13 +36,13 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["to_hiragana", "EXTRA", "MODELS", "MODEL_DICTIONARIES", "MissingExtra", "PUNCTUATION", "PUNCTUATION_CHARS", "punctuation_ids",
+__all__ = ["to_hiragana", "mecab_words", "EXTRA", "MODELS", "MODEL_DICTIONARIES", "MissingExtra", "PUNCTUATION", "PUNCTUATION_CHARS", "punctuation_ids",
            "is_japanese_name", "TYPES", "is_japanese", "token_type", "tokenizer_kwargs",
            "check_installed", "needs_japanese_tokenizer", "install_on_colab", "feature_sets", "WEEKDAYS", "PARTICLES",
            "AUXILIARIES", "ONBIN_STEMS"]
 
 #: How to install what the Japanese tokenizers need.
-EXTRA = 'pip install "mixlib[ja]"'
+EXTRA = 'pip install -e ".[ja]" in the book\'s clone (mixlib is not on PyPI)'
 #: Japanese encoders known to work (hub ids; the first is the default Japanese choice) -> the MeCab dictionary
 #: each was trained with (what its tokenizer needs besides fugashi).
 MODEL_DICTIONARIES = {
@@ -108,6 +108,24 @@ def punctuation_ids(tokenizer: Any) -> set[int]:
 _KATA_TO_HIRA = {c: c - 0x60 for c in range(ord("ァ"), ord("ヶ") + 1)}
 
 
+def _unidic_lite_tagger(where: str) -> Any:
+    """MeCab with unidic-lite, as bert-base-japanese-v3's tokenizer runs it (MissingExtra where it is not installed)."""
+    _require("unidic_lite", where)
+    import fugashi
+    import unidic_lite
+
+    return fugashi.Tagger(f'-d "{unidic_lite.DICDIR}" -r "{Path(unidic_lite.DICDIR) / "mecabrc"}"')
+
+
+def mecab_words(text: str) -> list[str]:
+    """``text`` split into words by MeCab with unidic-lite, the first step of bert-base-japanese-v3's tokenizer
+    (needs ``mixlib[ja]`` but no model: chapter 13 shows the split even where the model cannot be loaded)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}.")
+    text = unicodedata.normalize("NFKC", text)  # as the tokenizer does before MeCab (normalize_text)
+    return [w.surface for w in _unidic_lite_tagger("mecab_words")(text)]
+
+
 def to_hiragana(text: str, *, tagger: Any = None) -> str:
     """``text`` written in hiragana, word by word as MeCab (unidic-lite) reads it: 「東京の大学で学んだ。」 →
     「とうきょうのだいがくでまなんだ。」.
@@ -120,12 +138,7 @@ def to_hiragana(text: str, *, tagger: Any = None) -> str:
     """
     if not isinstance(text, str):
         raise TypeError(f"text must be a string, got {type(text).__name__}.")
-    if tagger is None:
-        _require("unidic_lite", "to_hiragana")
-        import fugashi
-        import unidic_lite
-
-        tagger = fugashi.Tagger(f'-d "{unidic_lite.DICDIR}" -r "{Path(unidic_lite.DICDIR) / "mecabrc"}"')
+    tagger = tagger or _unidic_lite_tagger("to_hiragana")
     out = []
     for word in tagger(text):
         kana = getattr(word.feature, "kana", None)

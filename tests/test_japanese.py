@@ -27,7 +27,7 @@ import standin_ja
 from mixlib import japanese
 
 REPO = Path(__file__).resolve().parents[1]
-EXTRA_LINE = 'pip install "mixlib[ja]"'
+EXTRA_LINE = 'pip install -e ".[ja]"'  # a command that works: mixlib is not on PyPI
 
 #: Japanese sentence pairs with 、。「」！？ in them and no . , or … (which NFKC makes "..."), so that a 句読点
 #: column is filled only if Japanese punctuation is counted (a header file, like data/sentence_pairs.tsv).
@@ -73,6 +73,9 @@ def test_to_hiragana_writes_each_word_as_it_is_spelt():
     assert not any("ァ" <= c <= "ヶ" or "一" <= c <= "鿿" for c in japanese.to_hiragana("漢字とカタカナの文。"))
     with pytest.raises(TypeError, match="string"):
         japanese.to_hiragana(None)
+    assert japanese.mecab_words("東京の大学で学んだ。") == ["東京", "の", "大学", "で", "学ん", "だ", "。"]
+    with pytest.raises(TypeError, match="string"):
+        japanese.mecab_words(b"bytes")
 
 
 def test_types_and_punctuation_lists():

@@ -383,5 +383,21 @@ def test_chapter13_readings_every_branch():
     assert r.gap_reading(-0.2, 3.0) == "区間が 0 をまたぐ（文の選び方の偶然と区別できない）"
     assert r.fwe_reading(3, 12, 2, 1, 5) == "全層で補正して p < 0.05 の層：3 / 12（歌のほうが高い層 2、低い層 1）。補正しない層ごとの判定では 5 層"
     assert r.fwe_reading(0, 12, 0, 0, 1) == "全層で補正して p < 0.05 の層：0 / 12。補正しない層ごとの判定では 1 層"
-    assert r.length_matched_reading(2, 12, "現代文 30 対、歌 20 首") == "2 / 12（現代文 30 対、歌 20 首）"
-    assert r.length_matched_reading(None, 12, "") == "比べられない（同じ長さの区間に入る系列が少ない）"
+
+
+def test_poem_controls_reading_every_branch():
+    none = r.poem_controls_reading(12, 0, 0, 0, 0, 0)
+    assert none == "歌と現代文の差は、全層で補正するとどの層でも偶然と区別できない（0 / 12）"
+    assert r.poem_controls_reading(12, 0, 0, 0, 0, 3) == none + "。学習前の重みのモデルでは 3 / 12 層で差が出るので、入力の形の違いだけでも値は動きうる"
+    all_hold = r.poem_controls_reading(12, 5, 4, 5, 0, 0)
+    assert all_hold == ("歌と現代文は 5 / 12 層で違う。学習前の重みのモデルでは差が出ない（負の対照を通る）。長さをそろえた現代文と比べると "
+                        "4 / 12 層で、長さの違いでは説明しきれない。句読点を除くと 5 / 12 層で、句読点の有無だけの差ではない。"
+                        "同じ現代文をひらがなに書き換えるだけで 0 / 12 層も動かず、文字の種類だけでは説明できない")
+    confounded = r.poem_controls_reading(12, 5, 0, 0, 2, 5)
+    assert confounded == ("歌と現代文は 5 / 12 層で違う。ただし学習前の重みのモデルでも 5 / 12 層で違うので、この差の少なくとも一部は"
+                          "学習したものではなく入力の形（長さ・トークンの種類）から来る。学習データにまれな文だから、とは読めない。"
+                          "長さをそろえた現代文と比べると 0 / 12 層で差が残らず、長さの違いで説明できる可能性がある。句読点を除くと 0 / 12 層で"
+                          "差が残らず、句読点の有無で説明できる可能性がある。同じ現代文をひらがなに書き換えるだけで 2 / 12 層が動くので、"
+                          "文字の種類も差の候補に残る")
+    with pytest.raises(ValueError, match="untrained=13"):
+        r.poem_controls_reading(12, 1, 1, 1, 1, 13)

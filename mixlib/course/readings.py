@@ -50,7 +50,8 @@ Chapter 13 (a Japanese BERT)
 * :func:`ja_missing_reason` -- why the Japanese model did not load;
 * :func:`half_reading`, :func:`half_verdict`, :func:`gap_reading` -- the mixing ratio against 50%, and a difference
   against 0, by their intervals;
-* :func:`fwe_reading`, :func:`length_matched_reading` -- the poems against modern sentences, layer by layer.
+* :func:`fwe_reading`, :func:`poem_controls_reading` -- the poems against modern sentences, layer by layer, and
+  the controls (length, punctuation, script, untrained weights).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unu
            "bias_reading", "layer_band", "band_claim", "paper_model_note",
            "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
            "ln_reading", "width_verdict", "agreement_verdict",
-           "ja_missing_reason", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "length_matched_reading"]
+           "ja_missing_reason", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -692,8 +693,31 @@ def fwe_reading(n_fwe: int, n_layers: int, n_higher: int, n_lower: int, n_uncorr
     return f"全層で補正して p < 0.05 の層：{n_fwe} / {n_layers}{split}。補正しない層ごとの判定では {n_uncorrected} 層"
 
 
-def length_matched_reading(n_sig: int | None, n_layers: int, detail: str) -> str:
-    """The same test with lengths matched: layers with corrected p < 0.05, or that it could not be run."""
-    if n_sig is None:
-        return "比べられない（同じ長さの区間に入る系列が少ない）"
-    return f"{n_sig} / {n_layers}（{detail}）"
+def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int, script: int, untrained: int) -> str:
+    """What the 百人一首 comparison and its controls say, from each test's count of layers with p < 0.05 corrected
+    over all layers: poems against modern pairs (``poem``), against modern pairs of the poems' lengths
+    (``matched``), both without punctuation tokens (``no_punct``), modern pairs in hiragana against the same pairs
+    (``script``), and poems against modern pairs in a model with untrained weights (``untrained``, the negative
+    control: what it finds comes from the form of the input, not from training)."""
+    counts = dict(poem=poem, matched=matched, no_punct=no_punct, script=script, untrained=untrained)
+    for name, k in counts.items():
+        if not 0 <= k <= n_layers:
+            raise ValueError(f"{name}={k}: a count of layers must be between 0 and n_layers={n_layers}.")
+    if poem == 0:
+        head = f"歌と現代文の差は、全層で補正するとどの層でも偶然と区別できない（0 / {n_layers}）"
+        if untrained:
+            head += f"。学習前の重みのモデルでは {untrained} / {n_layers} 層で差が出るので、入力の形の違いだけでも値は動きうる"
+        return head
+    parts = [f"歌と現代文は {poem} / {n_layers} 層で違う"]
+    if untrained:
+        parts.append(f"ただし学習前の重みのモデルでも {untrained} / {n_layers} 層で違うので、この差の少なくとも一部は"
+                     "学習したものではなく入力の形（長さ・トークンの種類）から来る。学習データにまれな文だから、とは読めない")
+    else:
+        parts.append("学習前の重みのモデルでは差が出ない（負の対照を通る）")
+    parts.append(f"長さをそろえた現代文と比べると {matched} / {n_layers} 層"
+                 + ("で、長さの違いでは説明しきれない" if matched else "で差が残らず、長さの違いで説明できる可能性がある"))
+    parts.append(f"句読点を除くと {no_punct} / {n_layers} 層"
+                 + ("で、句読点の有無だけの差ではない" if no_punct else "で差が残らず、句読点の有無で説明できる可能性がある"))
+    parts.append(f"同じ現代文をひらがなに書き換えるだけで {script} / {n_layers} 層"
+                 + ("が動くので、文字の種類も差の候補に残る" if script else "も動かず、文字の種類だけでは説明できない"))
+    return "。".join(parts)
