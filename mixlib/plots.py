@@ -1110,23 +1110,45 @@ def plot_positional_pca(pos: Any, enc: Any, *, max_words: int = 6000, seed: int 
     return caption(fig, enc, note)
 
 
+def random_cos_counts(edges: Any, d: int, n: int) -> Any:
+    """How many of ``n`` pairs of independent random directions in ``R^d`` have a cosine in each bin of ``edges``.
+
+    The cosine ``c`` of two such directions has ``c**2 ~ Beta(1/2, (d - 1)/2)``, symmetric about 0, so
+    ``P(c <= x) = 1/2 + sign(x) I_{x**2}(1/2, (d - 1)/2) / 2`` (``scipy.special.betainc``).
+    """
+    from scipy.special import betainc
+
+    x = _np.asarray(edges, dtype=_np.float64)
+    cdf = 0.5 + 0.5 * _np.sign(x) * betainc(0.5, (d - 1) / 2, _np.clip(x * x, 0.0, 1.0))
+    return n * _np.diff(cdf)
+
+
 def plot_cos_hist(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
     """Histogram of the cosine of every word x position pair (Maeda Fig. 5), log count axis.
 
-    The ``[CLS]`` x position-0 value is marked, and the band ``+-`` the mean
-    ``|cos|`` of random isotropic vectors in the same dimension is shaded.
+    The ``[CLS]`` x position-0 value is marked, and the counts that random directions in the same dimension would
+    give (:func:`random_cos_counts`) are drawn as a line over the bars; the x axis spans the bins that hold pairs.
     """
     edges = _np.asarray(pos.bin_edges)
     hist = _np.asarray(pos.hist)
     fig, ax = plt.subplots(figsize=(7.2, 4.3))
-    ax.bar(edges[:-1], hist, width=_np.diff(edges), align="edge", color="#4c72b0", lw=0)
+    ax.bar(edges[:-1], hist, width=_np.diff(edges), align="edge", color="#4c72b0", lw=0, label="単語 × 位置の組")
     ax.set_yscale("log")
-    r = pos.random_mean_abs_cos
-    ax.axvspan(-r, r, color="#55a868", alpha=0.15, label=f"±（ランダムな二つの方向の |cos| の平均 {r:.3f}）")
+    d = int(getattr(pos, "d_model", 0) or 0)
+    if d >= 2:
+        expected = random_cos_counts(edges, d, pos.n_pairs)
+        shown = expected >= 0.5  # under half a pair: nothing to draw on a log axis
+        ax.plot((edges[:-1] + edges[1:])[shown] / 2, expected[shown], color="#55a868", lw=1.6,
+                label=f"ランダムな方向どうしなら（{d} 次元、同じ組の数）")
     c = pos.cls_pos0_cos
     if _np.isfinite(c):
         ax.axvline(c, color=CATEGORY_COLORS["[CLS]"], lw=1.4, ls="--", label=f"[CLS] と位置 0: {c:.2f}")
-    ax.set_xlim(-1, 1)
+    filled = _np.flatnonzero(hist > 0)
+    lo, hi = (edges[filled[0]], edges[filled[-1] + 1]) if filled.size else (-1.0, 1.0)
+    if _np.isfinite(c):
+        lo, hi = min(lo, c), max(hi, c)
+    pad = 0.05 * (hi - lo)
+    ax.set_xlim(max(-1.0, lo - pad), min(1.0, hi + pad))
     ax.set_xlabel("コサイン類似度")
     ax.set_ylabel("組の数（対数目盛）")
     ax.set_title(f"単語埋め込み × 位置ベクトルの全 {pos.n_pairs:,} 組のコサイン類似度（平均 |cos| = {pos.mean_abs_cos:.3f}）",

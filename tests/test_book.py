@@ -193,8 +193,8 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "09_sentence_vectors": (245, 1, 2, 19, 5),
     "10_mixing": (293, 0, 0, 50, 0),
     "11_norm_stretch": (268, 0, 0, 72, 0),
-    "12_positional": (107, 0, 0, 18, 0),
-    "12_positional_attention": (130, 0, 0, 18, 0),
+    "12_positional": (87, 0, 0, 18, 0),
+    "12_positional_attention": (106, 0, 0, 18, 0),
     "13_japanese": (287, 0, 0, 39, 0),
 }
 COLAB_FIGURES = ("lines", "over_30", "glue_text", "jp_fstrings", "jp_branches")

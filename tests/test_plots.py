@@ -295,7 +295,7 @@ def _fake_positional():
         explained_variance_ratio=np.array([0.05, 0.03, 0.02]),
         bin_edges=edges, hist=hist, n_pairs=int(hist.sum()), mean_abs_cos=0.04, random_mean_abs_cos=0.041,
         cls_pos0_cos=0.38, top_k=4, angles_deg=np.array([80.0, 85.0, 88.0, 90.0]),
-        random_angles_deg=np.array([70.0, 75.0, 80.0, 89.0]),
+        random_angles_deg=np.array([70.0, 75.0, 80.0, 89.0]), d_model=8,
     )
 
 
@@ -316,6 +316,27 @@ def test_plot_cos_hist_bars_and_cls_line():
     np.testing.assert_array_equal([b.get_height() for b in bars], pos.hist)
     xs = [ln.get_xdata()[0] for ln in ax.get_lines()]
     assert pos.cls_pos0_cos in xs
+
+
+def test_random_cos_counts_against_the_density():
+    """Against numerical integration of the density of the cosine of two random directions in R^d,
+    (1 - c^2)^((d - 3)/2) up to its constant, and against a simulation."""
+    from math import gamma, pi, sqrt
+
+    from scipy.integrate import quad
+
+    d, edges = 8, np.linspace(-1, 1, 11)
+    const = gamma(d / 2) / (sqrt(pi) * gamma((d - 1) / 2))
+    want = [1000 * quad(lambda c: const * (1 - c * c) ** ((d - 3) / 2), a, b)[0] for a, b in zip(edges[:-1], edges[1:])]
+    np.testing.assert_allclose(plots.random_cos_counts(edges, d, 1000), want, rtol=1e-9)
+    rng = np.random.default_rng(0)
+    u, v = rng.standard_normal((2, 200_000, 384))
+    cos = (u * v).sum(1) / np.linalg.norm(u, axis=1) / np.linalg.norm(v, axis=1)
+    e = np.linspace(-0.2, 0.2, 9)
+    np.testing.assert_allclose(np.histogram(cos, e)[0], plots.random_cos_counts(e, 384, 200_000), rtol=0.03)
+    fig = _render(plots.plot_cos_hist(_fake_positional(), MODEL))  # the curve is drawn where it counts half a pair or more
+    curve = [ln for ln in fig.axes[0].get_lines() if len(ln.get_xdata()) > 1][0]
+    assert (curve.get_ydata() >= 0.5).all()
 
 
 def test_plot_principal_angles_lines():

@@ -343,8 +343,10 @@ def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, p
            f"論文の式（生の位置ベクトル）でも、相対位置ごとの平均が一様の {peak_min} 倍以上に集まるヘッドがある（最大 {raw_peak:.2f} 倍）。")
     if fixed:
         heads = "、".join(f"H{h}（相対位置 {offset:+d}、実際の尺度で一様の {times:.1f} 倍）" for h, offset, times in fixed)
+        near = ("どれも隣の一語だけを見るので、skip-gram の窓というより、直前（直後）の一語を見る bigram に近い。"
+                if all(abs(offset) == 1 for _, offset, _ in fixed) else "")
         return (raw + f"実際の入力の尺度で層正規化を通すと、{heads}が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に"
-                f"定まる。{_FIXED_CLAIM}実際の入力の尺度で層正規化を通した位置ベクトルでなら手元のモデルでも見える")
+                f"定まる。{near}{_FIXED_CLAIM}実際の入力の尺度で層正規化を通した位置ベクトルでなら手元のモデルでも見える")
     return (raw + "実際の入力の尺度で層正規化を通しても、0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まるヘッドはない。"
             f"{_FIXED_CLAIM}手元のモデルでは見えない")
 
