@@ -278,3 +278,27 @@ def _ex_13_2(m):
         return per_seq.mean()
 
     return 100 * (mean_of(punct) - mean_of(real))
+
+
+@reference(
+    "ex-13-3",
+    Part("ヘッド", hint="1 文字のトークン（## なし、特殊トークンを除く）の id で mixlib.feature_null を呼び、best_head（層の位置, ヘッド）を (層, ヘッド) に直す"),
+    Part("超えたか", hint="feature_null の結果の passes(LEVEL)：ランダムな集合の LEVEL% 点を超えたか（True / False）"),
+)
+def _ex_13_3(nst, tokenizer, n_draws, seed, level):
+    from mixlib.clusters import feature_null, trained_pool
+
+    special = set(tokenizer.all_special_ids)
+    vocab = tokenizer.get_vocab()  # token -> id
+    ids = sorted(i for t, i in vocab.items() if len(t) == 1 and i not in special)
+    ids = [i for i in ids if np.isfinite(nst.psi_qkv[:, :, i]).all()]
+    fn = feature_null(nst, ids, n_draws=n_draws, seed=seed, relative=True, pool=trained_pool(tokenizer))
+    return {"ヘッド": (int(nst.layers[fn.best_head[0]]), int(fn.best_head[1])), "超えたか": bool(fn.passes(level))}
+
+
+@reference("ex-13-4", Part(hint="m.real.sum(axis=1) が文対ごとの実トークン数（[CLS]・[SEP] を含む）。その平均を、ひらがなと元の現代文とで割る"))
+def _ex_13_4(m_kana, m_modern):
+    if m_kana is None:
+        raise ValueError("この演習には日本語のモデルの分解（m_kana）が要る。")
+    count = lambda m: float(np.asarray(m.real, dtype=bool).sum(axis=1).mean())  # noqa: E731
+    return count(m_kana) / count(m_modern)
