@@ -34,7 +34,7 @@ def test_top_pairs_reading_every_branch():
     unused = r.top_pairs_reading([("[unused5]", 12, 0.41)])
     assert unused.startswith("全組の上位 10 組には、ほかに [unused5] と位置 12（+0.410）も入る。[unused…] は通常の文からは")
     assert "全位置とのコサインが平均して大きい（全位置に共通のずれ）" in unused  # the offset the histogram section shows
-    assert unused.endswith("そのずれで説明できるかもしれない（中心化した順位は、ここでは確かめていない）")  # hedged
+    assert unused.endswith("この表だけでは決まらない（中心化したコサインは、あとの動く図で位置ごとに見られる）")  # hedged
 
 
 def test_unused_reading_every_branch():
