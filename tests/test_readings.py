@@ -381,7 +381,8 @@ def test_chapter13_readings_every_branch():
     assert r.ja_missing_reason("cl-tohoku/bert-base-japanese", OSError("offline")) == "この環境のキャッシュになく、ダウンロードもできない"
     assert r.ja_missing_reason("cl-tohoku/bert-base-japanese", ValueError("sudachi")) == "このモデルの分かち書きか設定に対応していない"
     assert r.half_reading(49.9) == "区間の上端は 50% に届かない" and r.half_reading(50.0) == "区間の上端は 50% を超える"
-    assert r.half_verdict(49.9) == "：成り立つ" and r.half_verdict(50.0) == "：成り立たない"
+    assert r.half_verdict(40.0, 49.9) == "：成り立つ" and r.half_verdict(50.0, 60.0) == "：成り立たない"
+    assert r.half_verdict(45.0, 55.0) == "：決まらない（区間が 50% をまたぐ）"
     assert r.gap_reading(0.2, 3.0) == r.gap_reading(-3.0, -0.2) == "区間は 0 をまたがない"
     assert r.gap_reading(-0.2, 3.0) == "区間が 0 をまたぐ（文の選び方の偶然と区別できない）"
     assert r.fwe_reading(3, 12, 2, 1, 5) == "全層で補正して p < 0.05 の層：3 / 12（歌のほうが高い層 2、低い層 1）。補正しない層ごとの判定では 5 層"
@@ -390,17 +391,24 @@ def test_chapter13_readings_every_branch():
 
 def test_poem_controls_reading_every_branch():
     none = r.poem_controls_reading(12, 0, 0, 0, 0, 0)
-    assert none == "歌と現代文の差は、全層で補正するとどの層でも偶然と区別できない（0 / 12）"
-    assert r.poem_controls_reading(12, 0, 0, 0, 0, 3) == none + "。学習前の重みのモデルでは 3 / 12 層で差が出るので、入力の形の違いだけでも値は動きうる"
-    all_hold = r.poem_controls_reading(12, 5, 4, 5, 0, 0)
-    assert all_hold == ("歌と現代文は 5 / 12 層で違う。学習前の重みのモデルでは差が出ない（負の対照を通る）。長さをそろえた現代文と比べると "
-                        "4 / 12 層で、長さの違いでは説明しきれない。句読点を除くと 5 / 12 層で、句読点の有無だけの差ではない。"
-                        "同じ現代文をひらがなに書き換えるだけで 0 / 12 層も動かず、文字の種類だけでは説明できない")
-    confounded = r.poem_controls_reading(12, 5, 0, 0, 2, 5)
-    assert confounded == ("歌と現代文は 5 / 12 層で違う。ただし学習前の重みのモデルでも 5 / 12 層で違うので、この差の少なくとも一部は"
-                          "学習したものではなく入力の形（長さ・トークンの種類）から来る。学習データにまれな文だから、とは読めない。"
-                          "長さをそろえた現代文と比べると 0 / 12 層で差が残らず、長さの違いで説明できる可能性がある。句読点を除くと 0 / 12 層で"
-                          "差が残らず、句読点の有無で説明できる可能性がある。同じ現代文をひらがなに書き換えるだけで 2 / 12 層が動くので、"
-                          "文字の種類も差の候補に残る")
+    assert none == ("歌と現代文で、全層で補正して差が出る層はない（0 / 12。差がないことの証明ではない）。"
+                    "学習前の重みのモデルでは、補正して差が出る層はない（入力の形だけでは差が出ない、とまでは言えない）")
+    assert r.poem_controls_reading(12, 0, 3, 3, 3, 3) == (
+        "歌と現代文で、全層で補正して差が出る層はない（0 / 12。差がないことの証明ではない）。学習前の重みのモデルでも 3 / 12 層で差が出るので、"
+        "入力の形の違いだけでも値は動く。歌と現代文の差を、学習したことによるものとは言い切れない")
+    all_hold = r.poem_controls_reading(12, 5, 4, 5, 2, 0)
+    assert all_hold == ("歌と現代文は 5 / 12 層で違う。学習前の重みのモデルでは、補正して差が出る層はない（入力の形だけでは差が出ない、とまでは言えない）。"
+                        "長さをそろえた現代文とでも 4 / 12 層で差が残り、長さの違いだけでは説明できない。"
+                        "句読点のトークンを平均から除いても 5 / 12 層で差が残る（句読点は入力には残るので、その影響は除けていない）。"
+                        "同じ現代文をひらがなに書き換えると 2 / 12 層で値が動く（書き換えはトークンの区切りと数も変える）")
+    none_hold = r.poem_controls_reading(12, 5, 0, 0, 0, 5)
+    assert none_hold == ("歌と現代文は 5 / 12 層で違う。学習前の重みのモデルでも 5 / 12 層で差が出るので、入力の形の違いだけでも値は動く。"
+                         "歌と現代文の差を、学習したことによるものとは言い切れない。"
+                         "長さをそろえた現代文とでは、補正して差が残る層はない（比べる数も減るので、検出する力も下がる）。"
+                         "句読点のトークンを平均から除くと、補正して差が残る層はない。"
+                         "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
+    unbalanced = r.poem_controls_reading(12, 5, 4, 5, 2, 0, balanced=False)
+    assert "長さをそろえた対照は、現代文に歌ほど短い文対が少なく長さがそろわなかったので、長さの説明には使えない" in unbalanced
+    assert "4 / 12" not in unbalanced
     with pytest.raises(ValueError, match="untrained=13"):
         r.poem_controls_reading(12, 1, 1, 1, 1, 13)

@@ -192,3 +192,32 @@ def test_match_lengths_finds_the_closest_assignment():
         stats.match_lengths([3, np.nan], [1])
     with pytest.raises(ValueError, match="empty"):
         stats.match_lengths([3], [])
+
+
+def test_paired_test_matches_scipy_and_sees_what_the_unpaired_test_misses():
+    rng = np.random.default_rng(9)
+    level = rng.normal(0, 5, size=40)  # each sentence's own level, shared by its two measurements
+    a, b = level + rng.normal(size=40), level + 0.5 + rng.normal(size=40)
+    res = stats.paired_permutation_test(a, b, n_perm=4000, seed=0)
+    ref = sps.permutation_test((b - a,), lambda x: x.mean() / (x.std(ddof=1) / np.sqrt(len(x))), permutation_type="samples",
+                               n_resamples=4000, alternative="two-sided", random_state=1)
+    assert abs(res.p[0] - ref.pvalue) < 0.01 and res.p[0] < 0.01, (res.p, ref.pvalue)
+    assert res.difference[0] == pytest.approx((b - a).mean()) and res.statistic == "paired"
+    assert stats.permutation_test(a, b, n_perm=2000, seed=0).p[0] > 0.05  # unpaired: the sentences' spread hides it
+
+
+def test_paired_test_keeps_its_level_over_layers():
+    rng = np.random.default_rng(12)
+    hits = 0
+    for k in range(150):
+        level = rng.normal(0, 3, size=(1, 60)) + rng.normal(size=(12, 60))
+        a, b = level + rng.normal(size=(12, 60)), level + rng.normal(size=(12, 60))
+        hits += bool((stats.paired_permutation_test(a, b, n_perm=200, seed=k).p_max < 0.05).any())
+    assert hits / 150 <= 0.1, hits
+
+
+def test_paired_test_bad_input():
+    with pytest.raises(ValueError, match="same sequences"):
+        stats.paired_permutation_test(np.zeros((2, 5)), np.zeros((2, 4)))
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.paired_permutation_test([1.0, np.nan], [2.0, 3.0])

@@ -678,9 +678,12 @@ def half_reading(high: float) -> str:
     return "区間の上端は 50% " + ("に届かない" if high < 50 else "を超える")
 
 
-def half_verdict(high: float) -> str:
-    """A table cell: 「混ぜる割合は 50% を下回る」 holds or not, by the interval's upper end."""
-    return "：成り立つ" if high < 50 else "：成り立たない"
+def half_verdict(low: float, high: float) -> str:
+    """A table cell: 「混ぜる割合は 50% を下回る」 holds (the whole interval under 50%), fails (the whole interval at or
+    over 50%), or cannot be decided (the interval straddles 50%)."""
+    if high < 50:
+        return "：成り立つ"
+    return "：成り立たない" if low >= 50 else "：決まらない（区間が 50% をまたぐ）"
 
 
 def gap_reading(low: float, high: float) -> str:
@@ -695,31 +698,32 @@ def fwe_reading(n_fwe: int, n_layers: int, n_higher: int, n_lower: int, n_uncorr
     return f"全層で補正して p < 0.05 の層：{n_fwe} / {n_layers}{split}。補正しない層ごとの判定では {n_uncorrected} 層"
 
 
-def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int, script: int, untrained: int) -> str:
+def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int, script: int, untrained: int, *,
+                          balanced: bool = True) -> str:
     """What the 百人一首 comparison and its controls say, from each test's count of layers with p < 0.05 corrected
-    over all layers: poems against modern pairs (``poem``), against modern pairs of the poems' lengths
-    (``matched``), both without punctuation tokens (``no_punct``), modern pairs in hiragana against the same pairs
-    (``script``), and poems against modern pairs in a model with untrained weights (``untrained``, the negative
-    control: what it finds comes from the form of the input, not from training)."""
+    over all layers: poems against modern pairs (``poem``), against modern pairs matched to the poems' lengths
+    (``matched``; ``balanced``: whether the match reached the poems' lengths), both averaged without punctuation
+    tokens (``no_punct``), the same modern pairs rewritten in hiragana, paired (``script``), and poems against modern
+    pairs in a model with untrained weights (``untrained``, what the form of the input alone can do). A count of 0
+    is never read as "no difference": it says no layer passed."""
     counts = dict(poem=poem, matched=matched, no_punct=no_punct, script=script, untrained=untrained)
     for name, k in counts.items():
         if not 0 <= k <= n_layers:
             raise ValueError(f"{name}={k}: a count of layers must be between 0 and n_layers={n_layers}.")
-    if poem == 0:
-        head = f"歌と現代文の差は、全層で補正するとどの層でも偶然と区別できない（0 / {n_layers}）"
-        if untrained:
-            head += f"。学習前の重みのモデルでは {untrained} / {n_layers} 層で差が出るので、入力の形の違いだけでも値は動きうる"
-        return head
-    parts = [f"歌と現代文は {poem} / {n_layers} 層で違う"]
-    if untrained:
-        parts.append(f"ただし学習前の重みのモデルでも {untrained} / {n_layers} 層で違うので、この差の少なくとも一部は"
-                     "学習したものではなく入力の形（長さ・トークンの種類）から来る。学習データにまれな文だから、とは読めない")
+    parts = [f"歌と現代文は {poem} / {n_layers} 層で違う" if poem else
+             f"歌と現代文で、全層で補正して差が出る層はない（0 / {n_layers}。差がないことの証明ではない）"]
+    parts.append(f"学習前の重みのモデルでも {untrained} / {n_layers} 層で差が出るので、入力の形の違いだけでも値は動く。"
+                 "歌と現代文の差を、学習したことによるものとは言い切れない" if untrained else
+                 "学習前の重みのモデルでは、補正して差が出る層はない（入力の形だけでは差が出ない、とまでは言えない）")
+    if not poem:
+        return "。".join(parts)
+    if not balanced:
+        parts.append("長さをそろえた対照は、現代文に歌ほど短い文対が少なく長さがそろわなかったので、長さの説明には使えない")
     else:
-        parts.append("学習前の重みのモデルでは差が出ない（負の対照を通る）")
-    parts.append(f"長さをそろえた現代文と比べると {matched} / {n_layers} 層"
-                 + ("で、長さの違いでは説明しきれない" if matched else "で差が残らず、長さの違いで説明できる可能性がある"))
-    parts.append(f"句読点を除くと {no_punct} / {n_layers} 層"
-                 + ("で、句読点の有無だけの差ではない" if no_punct else "で差が残らず、句読点の有無で説明できる可能性がある"))
-    parts.append(f"同じ現代文をひらがなに書き換えるだけで {script} / {n_layers} 層"
-                 + ("が動くので、文字の種類も差の候補に残る" if script else "も動かず、文字の種類だけでは説明できない"))
+        parts.append(f"長さをそろえた現代文とでも {matched} / {n_layers} 層で差が残り、長さの違いだけでは説明できない" if matched else
+                     "長さをそろえた現代文とでは、補正して差が残る層はない（比べる数も減るので、検出する力も下がる）")
+    parts.append(f"句読点のトークンを平均から除いても {no_punct} / {n_layers} 層で差が残る（句読点は入力には残るので、その影響は除けていない）"
+                 if no_punct else "句読点のトークンを平均から除くと、補正して差が残る層はない")
+    parts.append(f"同じ現代文をひらがなに書き換えると {script} / {n_layers} 層で値が動く（書き換えはトークンの区切りと数も変える）"
+                 if script else "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
     return "。".join(parts)
