@@ -702,8 +702,8 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
                           balanced: bool = True) -> str:
     """What the 百人一首 comparison and its controls say, from each test's count of layers with p < 0.05 corrected
     over all layers: poems against modern pairs (``poem``), against modern pairs matched to the poems' lengths
-    (``matched``; ``balanced``: whether the match reached the poems' lengths), both averaged without punctuation
-    tokens (``no_punct``), the same modern pairs rewritten in hiragana, paired (``script``), and poems against modern
+    (``matched``; ``balanced``: whether the match reached the poems' lengths), against the modern pairs with their
+    punctuation removed from the text (``no_punct``), the same modern pairs rewritten in hiragana, paired (``script``), and poems against modern
     pairs in a model with untrained weights (``untrained``, what the form of the input alone can do). A count of 0
     is never read as "no difference": it says no layer passed."""
     counts = dict(poem=poem, matched=matched, no_punct=no_punct, script=script, untrained=untrained)
@@ -722,8 +722,8 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
     else:
         parts.append(f"長さをそろえた現代文とでも {matched} / {n_layers} 層で差が残り、長さの違いだけでは説明できない" if matched else
                      "長さをそろえた現代文とでは、補正して差が残る層はない（比べる数も減るので、検出する力も下がる）")
-    parts.append(f"句読点のトークンを平均から除いても {no_punct} / {n_layers} 層で差が残る（句読点は入力には残るので、その影響は除けていない）"
-                 if no_punct else "句読点のトークンを平均から除くと、補正して差が残る層はない")
+    parts.append(f"句読点を文から除いた現代文とでも {no_punct} / {n_layers} 層で差が残り、句読点の有無だけでは説明できない"
+                 if no_punct else "句読点を文から除いた現代文とでは、補正して差が残る層はない")
     parts.append(f"同じ現代文をひらがなに書き換えると {script} / {n_layers} 層で値が動く（書き換えはトークンの区切りと数も変える）"
                  if script else "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
     return "。".join(parts)
