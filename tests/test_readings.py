@@ -412,3 +412,9 @@ def test_poem_controls_reading_every_branch():
     assert "4 / 12" not in unbalanced
     with pytest.raises(ValueError, match="untrained=13"):
         r.poem_controls_reading(12, 1, 1, 1, 1, 13)
+
+
+def test_unused_pca_reading_both_branches():
+    assert r.unused_pca_reading(0, 0.5) == "この語彙には予約トークン [unused…] がない"
+    assert r.unused_pca_reading(994, 0.068) == (
+        "予約トークン [unused…]（994 個）の座標の広がりは、ほかの単語の 7% しかなく、図ではほぼ一点に固まった濃い灰色の塊に見える")

@@ -61,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unused_reading", "near_positions", "cls_spread_reading",
+__all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unused_reading", "unused_pca_reading", "near_positions", "cls_spread_reading",
            "listed", "share_reading", "angle_reading", "raw_reading", "ortho_conclusion", "own_reading", "attn_reading",
            "worst_reading", "one_sided_reading", "align_reading", "infl_reading", "fixed_reading", "fixed_cell",
            "offset_reading", "psi_reading", "psi_value_reading", "head_changes", "head_label_reading", "paper_comparison",
@@ -109,6 +109,15 @@ def top_pairs_reading(others: Sequence[tuple[str, int, float]]) -> str:
     listed = "、".join(f"{token} と位置 {position}（{cos:+.3f}）" for token, position, cos in others)
     unused = any(str(token).startswith("[unused") for token, _, _ in others)
     return f"全組の上位 10 組には、ほかに {listed}も入る" + (_UNUSED_NOTE if unused else "")
+
+
+def unused_pca_reading(n_unused: int, spread_ratio: float) -> str:
+    """What the tight clump of grey points in the joint PCA figure is: the reserved ``[unused…]`` tokens, whose
+    coordinates spread ``spread_ratio`` times as much as the other words' (mean standard deviation over the axes)."""
+    if not n_unused:
+        return "この語彙には予約トークン [unused…] がない"
+    return (f"予約トークン [unused…]（{n_unused:,} 個）の座標の広がりは、ほかの単語の {100 * spread_ratio:.0f}% しかなく、"
+            "図ではほぼ一点に固まった濃い灰色の塊に見える")
 
 
 def unused_reading(is_unused: Sequence[bool], cos_tok: Sequence[float], n_high: Sequence[int], threshold: float) -> str:
