@@ -719,13 +719,14 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
     for name, k in counts.items():
         if not 0 <= k <= n_layers:
             raise ValueError(f"{name}={k}: a count of layers must be between 0 and n_layers={n_layers}.")
-    parts = [f"歌と現代文は {poem} / {n_layers} 層で違う" if poem else
-             f"歌と現代文で、全層で補正して差が出る層はない（0 / {n_layers}。差がないことの証明ではない）"]
-    parts.append(f"学習前の重みのモデルでも {untrained} / {n_layers} 層で差が出るので、入力の形の違いだけでも値は動く。"
-                 "歌と現代文の差を、学習したことによるものとは言い切れない" if untrained else
-                 "学習前の重みのモデルでは、補正して差が出る層はない（入力の形だけでは差が出ない、とまでは言えない）")
     if not poem:
-        return "。".join(parts)
+        head = f"歌と現代文で、全層で補正して差が出る層はない（0 / {n_layers}。差がないことの証明ではない）"
+        return head + (f"。学習前の重みのモデルでは {untrained} / {n_layers} 層で差が出るが、学習したモデルでは出なかった" if untrained
+                       else "。学習前の重みのモデルでも、補正して差が出る層はない")
+    parts = [f"歌と現代文は {poem} / {n_layers} 層で違う"]
+    parts.append(f"学習前の重みのモデルでも {untrained} / {n_layers} 層で差が出るので、入力の形の違いだけでも値は動きうる。"
+                 "歌と現代文の差のうちどれだけが学習によるかは、この対照からは決まらない" if untrained else
+                 "学習前の重みのモデルでは、補正して差が出る層はない（入力の形だけでは差が出ない、とまでは言えない）")
     if not balanced:
         parts.append("長さをそろえた対照は、現代文に歌ほど短い文対が少なく長さがそろわなかったので、長さの説明には使えない")
     else:
