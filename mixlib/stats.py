@@ -124,8 +124,8 @@ class PermutationResult:
     Attributes
     ----------
     difference : numpy.ndarray, (L,)
-        Mean of ``b`` minus mean of ``a`` per layer, less the mean of the permutation distribution (0 up to
-        noise without strata; with strata, the part the strata explain).
+        Mean of ``b`` minus mean of ``a`` per layer; with strata, less the mean of the permutation distribution
+        (the part the strata explain).
     p : numpy.ndarray, (L,)
         Two-sided p-value of each layer on its own.
     p_max : numpy.ndarray, (L,)
@@ -238,7 +238,10 @@ def permutation_test(a: Any, b: Any, n_perm: int = 2000, seed: int = 0, strata: 
     p_max = (1 + (z_null.max(axis=1)[:, None] >= z_obs[None]).sum(axis=0)) / (1 + n_perm)
     spread = lambda x: x.std(axis=1, ddof=1) if x.shape[1] > 1 else np.full(x.shape[0], np.nan)  # noqa: E731
     sd_a, sd_b = spread(both[:, ~is_b]), spread(both[:, is_b])
-    return PermutationResult(difference=observed - null.mean(axis=0), p=p, p_max=p_max, null=null, n_a=na, n_b=nb,
+    # with strata the null is centred where the strata put it: report the part the strata do not explain; without
+    # strata it is centred at 0, and subtracting its Monte-Carlo mean would only add noise to the observed difference
+    shift = null.mean(axis=0) if strata is not None else 0.0
+    return PermutationResult(difference=observed - shift, p=p, p_max=p_max, null=null, n_a=na, n_b=nb,
                              n_perm=n_perm, seed=int(seed), sd_a=sd_a, sd_b=sd_b, statistic=statistic)
 
 
