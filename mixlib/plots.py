@@ -784,7 +784,6 @@ __all__ += [
     "plot_upper_clusters",
     "plot_positional_pca",
     "plot_cos_hist",
-    "plot_principal_angles",
     "attention_by_offset",
     "plot_position_attention",
     "plot_position_head",
@@ -1155,25 +1154,6 @@ def plot_cos_hist(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
                  fontsize=10)
     # under the axes: inside, it covered the peak of the histogram
     ax.legend(fontsize=10, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
-    fig.tight_layout()
-    return caption(fig, enc, note)
-
-
-def plot_principal_angles(pos: Any, enc: Any, *, note: str = "") -> plt.Figure:
-    """Principal angles between the top-k PCA subspaces of words and positions, beside two random subspaces."""
-    a = _np.asarray(pos.angles_deg)
-    r = _np.asarray(pos.random_angles_deg)
-    k = _np.arange(1, len(a) + 1)
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    ax.plot(k, a, "o-", color="#4c72b0", label="単語 と 位置")
-    ax.plot(k, r, "s--", color="#999999", label="ランダムな部分空間どうし")
-    ax.axhline(90, color="#c44e52", lw=0.8, ls=":")
-    ax.set_ylim(max(0.0, float(min(a.min(), r.min())) - 10.0), 92.0)
-    ax.set_xticks(k)
-    ax.set_xlabel("主角の番号（小さい順）")
-    ax.set_ylabel("主角（度）")
-    ax.set_title(f"上位 {pos.top_k} 主成分が張る部分空間の主角（90 度 = 直交）", fontsize=10)
-    ax.legend(fontsize=10, loc="lower right")
     fig.tight_layout()
     return caption(fig, enc, note)
 

@@ -339,14 +339,6 @@ def test_random_cos_counts_against_the_density():
     assert (curve.get_ydata() >= 0.5).all()
 
 
-def test_plot_principal_angles_lines():
-    pos = _fake_positional()
-    fig = _render(plots.plot_principal_angles(pos, MODEL))
-    ours, rand = fig.axes[0].get_lines()[:2]
-    np.testing.assert_allclose(ours.get_ydata(), pos.angles_deg)
-    np.testing.assert_allclose(rand.get_ydata(), pos.random_angles_deg)
-
-
 def test_attention_by_offset_matches_a_naive_loop():
     rng = np.random.default_rng(0)
     A = rng.random((3, 9, 9))
