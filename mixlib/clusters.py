@@ -914,6 +914,17 @@ class FeatureNull:
         """True when the set's best head beats at least ``level`` percent of the random sets."""
         return bool(self.percentile >= level)
 
+    def excess(self, level: float = 95.0) -> float:
+        """How far the set's best score lies beyond chance, in units of the null's own spread:
+        ``(best - median(null_best)) / (percentile(null_best, level) - median(null_best))``.
+
+        0 is the random sets' median and 1 their ``level`` percentile, whatever the set's size: a small set's null
+        is wide and a large set's narrow, so counts of sets that pass cannot be compared between vocabularies,
+        but this can. NaN when the null has no spread up to ``level``.
+        """
+        mid, top = np.percentile(self.null_best, [50.0, float(level)])
+        return float((self.best - mid) / (top - mid)) if top > mid else float("nan")
+
     def candidates(self, wins: Any, *, level: float = 95.0, min_wins: float = 0.05) -> list[tuple[int, int]]:
         """The heads a reading of the set keeps, most wins first: ``(layer index, head)``.
 

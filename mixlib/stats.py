@@ -9,6 +9,7 @@ asked for) is left out.
 
 * :func:`bootstrap_means` -- the per-layer mean of sequences drawn with replacement, ``n_boot`` times (the same
   draws as :func:`mixlib.mixing.bootstrap_counts`, so the same seed resamples as :func:`mixlib.mixing_table`);
+  with ``clusters``, whole clusters of alike sequences are drawn (a cluster bootstrap);
 * :func:`percentile_interval` -- the interval of each layer on its own;
 * :func:`simultaneous_interval` -- an interval that holds for all layers at once (max-t over layers): checking
   12 layers with 12 separate 95% intervals finds some layer outside by chance far more often than 5%;
@@ -67,7 +68,7 @@ def _check_level(ci: Any) -> float:
     return float(ci)
 
 
-def bootstrap_means(values: Any, n_boot: int = 1000, seed: int = 0) -> np.ndarray:
+def bootstrap_means(values: Any, n_boot: int = 1000, seed: int = 0, clusters: Any = None) -> np.ndarray:
     """Per-layer means of ``n_boot`` bootstrap resamples of the sequences: ``(L, n_boot)``.
 
     Parameters
@@ -76,12 +77,34 @@ def bootstrap_means(values: Any, n_boot: int = 1000, seed: int = 0) -> np.ndarra
         One value per layer and sequence; sequences with a NaN are left out first.
     n_boot, seed : int
         Resamples draw the kept sequences with replacement, as :func:`mixlib.mixing.bootstrap_counts` does.
+    clusters : array-like, (B,), optional
+        A label per sequence (e.g. the topic a sentence pair was written for). Sequences of one cluster are alike,
+        so resampling them one by one treats them as independent and makes intervals too narrow; with
+        ``clusters`` whole clusters are drawn with replacement (a cluster bootstrap) and each resample's mean is
+        its sequences' mean (clusters of different sizes weigh by their size). Needs at least two clusters.
     """
     from .mixing.tables import bootstrap_counts
 
-    arr = _complete(_per_sequence(values), "values")
-    counts = bootstrap_counts(arr.shape[1], _check_count(n_boot, "n_boot", 10), seed).astype(np.float64)  # (R, B)
-    return arr @ counts.T / arr.shape[1]
+    arr = _per_sequence(values)
+    n_boot = _check_count(n_boot, "n_boot", 10)
+    if clusters is None:
+        arr = _complete(arr, "values")
+        counts = bootstrap_counts(arr.shape[1], n_boot, seed).astype(np.float64)  # (R, B)
+        return arr @ counts.T / arr.shape[1]
+    labels = np.asarray(clusters).reshape(-1)
+    if labels.shape[0] != arr.shape[1]:
+        raise ValueError(f"clusters has {labels.shape[0]} labels for {arr.shape[1]} sequences: give one label per sequence.")
+    keep = ~np.isnan(arr).any(axis=0)
+    arr, labels = _complete(arr, "values"), labels[keep]
+    names, index = np.unique(labels, return_inverse=True)
+    if names.size < 2:
+        raise ValueError(f"clusters holds {names.size} cluster among the sequences without NaN; a cluster bootstrap "
+                         "needs at least 2 (or leave clusters=None).")
+    member = np.zeros((arr.shape[1], names.size))
+    member[np.arange(arr.shape[1]), index] = 1.0
+    sums, sizes = arr @ member, member.sum(axis=0)  # (L, C), (C,)
+    counts = bootstrap_counts(names.size, n_boot, seed).astype(np.float64)  # (R, C): how often each cluster is drawn
+    return sums @ counts.T / (counts @ sizes)[None]
 
 
 def percentile_interval(samples: Any, ci: float = 0.95) -> tuple[np.ndarray, np.ndarray]:

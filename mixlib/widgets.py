@@ -42,6 +42,7 @@ __all__ = [
     "View",
     "Explorer",
     "load_sentence_pairs",
+    "load_sentence_topics",
     "mixing_explorer",
     "head_explorer",
     "token_explorer",
@@ -187,6 +188,19 @@ def _slider(description: str, value: int, lo: int, hi: int) -> Any:
 SENTENCE_PAIRS = {"en": "sentence_pairs.tsv", "ja": "sentence_pairs_ja.tsv"}
 
 
+def _sentence_rows(n: Any, lang: str) -> list[dict]:
+    from .paths import data_path
+
+    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
+        raise ValueError(f"n={n!r}; give a positive int, or None for all pairs.")
+    if lang not in SENTENCE_PAIRS:
+        raise ValueError(f"lang={lang!r}; the book's sentence pairs are in {' and '.join(map(repr, SENTENCE_PAIRS))}.")
+    path = data_path(SENTENCE_PAIRS[lang])
+    with open(path, encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return rows if n is None else rows[: int(n)]
+
+
 def load_sentence_pairs(n: int | None = None, *, lang: str = "en") -> list[tuple[str, str]]:
     """The book's sentence pairs as ``(a, b)`` tuples: English (``data/sentence_pairs.tsv``, 283 pairs) or,
     with ``lang="ja"``, Japanese (``data/sentence_pairs_ja.tsv``, 300 pairs).
@@ -201,17 +215,20 @@ def load_sentence_pairs(n: int | None = None, *, lang: str = "en") -> list[tuple
     -------
     list of (str, str)
     """
-    from .paths import data_path
+    return [(r["sentence_a"], r["sentence_b"]) for r in _sentence_rows(n, lang)]
 
-    if n is not None and (isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1):
-        raise ValueError(f"n={n!r}; give a positive int, or None for all pairs.")
-    if lang not in SENTENCE_PAIRS:
-        raise ValueError(f"lang={lang!r}; the book's sentence pairs are in {' and '.join(map(repr, SENTENCE_PAIRS))}.")
-    path = data_path(SENTENCE_PAIRS[lang])
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
-    pairs = [(r["sentence_a"], r["sentence_b"]) for r in rows]
-    return pairs if n is None else pairs[: int(n)]
+
+def load_sentence_topics(n: int | None = None, *, lang: str = "en") -> list[str]:
+    """The topic each of :func:`load_sentence_pairs`'s pairs was written for, in the same order (27 English topics,
+    30 Japanese ones of 10 pairs each). Pairs of one topic are alike: give these as ``clusters`` to
+    :func:`mixlib.stats.bootstrap_means` so that an interval does not treat them as independent.
+
+    Parameters
+    ----------
+    n, lang
+        As for :func:`load_sentence_pairs`.
+    """
+    return [r["topic"] for r in _sentence_rows(n, lang)]
 
 
 def _short(text: Any, width: int = 70) -> str:

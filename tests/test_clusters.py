@@ -342,6 +342,15 @@ def test_feature_null_vs_loop_and_planted():
     # a set nobody selects does not pass
     fn0 = mixlib.feature_null(psi, list(range(100, 120)), n_draws=60, seed=5)
     assert not fn0.passes() and fn0.p_value > 0.05
+    # excess: 0 at the null's median, 1 at its 95th percentile, whatever the set's size
+    srt = np.sort(fn.null_best)
+    mid, top = (srt[29] + srt[30]) / 2, srt[56] + 0.05 * (srt[57] - srt[56])  # numpy's linear percentiles by hand
+    assert fn.excess() == pytest.approx((fn.best - mid) / (top - mid)) and fn.excess() > 1
+    assert fn0.excess() < 1 and (fn0.excess() > 1) == fn0.passes()
+    for size in (5, 80):  # a set drawn at random: its excess stays near chance for small and large sets alike
+        ex = [mixlib.feature_null(psi, np.random.default_rng(s).choice(V, size, replace=False).tolist(), n_draws=40,
+                                  seed=100 + s).excess() for s in range(30)]
+        assert abs(np.median(ex)) < 0.5 and np.mean(np.array(ex) > 1) < 0.2, (size, ex)
     # relative scores: mean over the set / the head's median, unchanged by a per-head scale
     scale = rng.uniform(0.5, 3.0, size=(L, H, 1))
     rel = mixlib.feature_scores(psi, ids, relative=True)

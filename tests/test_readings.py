@@ -380,7 +380,8 @@ def test_chapter13_readings_every_branch():
     assert r.ja_missing_reason("cl-tohoku/bert-base-japanese", MissingExtra("fugashi")) == "MeCab（fugashi と辞書）が入っていない"
     assert r.ja_missing_reason("cl-tohoku/bert-base-japanese", OSError("offline")) == "この環境のキャッシュになく、ダウンロードもできない"
     assert r.ja_missing_reason("cl-tohoku/bert-base-japanese", ValueError("sudachi")) == "このモデルの分かち書きか設定に対応していない"
-    assert r.half_reading(49.9) == "区間の上端は 50% に届かない" and r.half_reading(50.0) == "区間の上端は 50% を超える"
+    assert r.half_reading(49.9) == "区間の上端は 50% に届かない" and r.half_reading(50.0) == "区間の上端は 50% にちょうど届く"
+    assert r.half_reading(50.1) == "区間の上端は 50% を超える"
     assert r.half_verdict(40.0, 49.9) == "：成り立つ" and r.half_verdict(50.0, 60.0) == "：成り立たない"
     assert r.half_verdict(45.0, 55.0) == "：決まらない（区間が 50% をまたぐ）"
     assert r.gap_reading(0.2, 3.0) == r.gap_reading(-3.0, -0.2) == "区間は 0 をまたがない"
@@ -390,28 +391,32 @@ def test_chapter13_readings_every_branch():
 
 
 def test_poem_controls_reading_every_branch():
-    none = r.poem_controls_reading(12, 0, 0, 0, 0, 0)
+    none = r.poem_controls_reading(12, 0, 0, 0, 0, [0, 0, 0])
     assert none == ("歌と現代文で、全層で補正して差が出る層はない（0 / 12。差がないことの証明ではない）。"
-                    "学習前の重みのモデルでも、補正して差が出る層はない")
-    assert r.poem_controls_reading(12, 0, 3, 3, 3, 3) == (
+                    "学習前の重みのモデルでも（乱数の種 3 個のどれでも）、補正して差が出る層はない")
+    assert r.poem_controls_reading(12, 0, 3, 3, 3, [0, 3, 1]) == (
         "歌と現代文で、全層で補正して差が出る層はない（0 / 12。差がないことの証明ではない）。"
-        "学習前の重みのモデルでは 3 / 12 層で差が出るが、学習したモデルでは出なかった")
-    all_hold = r.poem_controls_reading(12, 5, 4, 5, 2, 0)
-    assert all_hold == ("歌と現代文は 5 / 12 層で違う。学習前の重みのモデルでは、補正して差が出る層はない（入力の形だけでは差が出ない、とまでは言えない）。"
+        "学習前の重みのモデルでは乱数の種 3 個のうち 2 個で差の出る層があり（最多 3 / 12 層）、学習したモデルでは出なかった")
+    all_hold = r.poem_controls_reading(12, 5, 4, 5, 2, (0, 0))
+    assert all_hold == ("歌と現代文は 5 / 12 層で違う。学習前の重みのモデルでは、乱数の種 2 個のどれでも補正して差が出る層はない"
+                        "（入力の形だけでは差が出ない、とまでは言えない）。"
                         "長さをそろえた現代文とでも 4 / 12 層で差が残り、長さの違いだけでは説明できない。"
                         "句読点を文から除いた現代文とでも 5 / 12 層で差が残り、句読点の有無だけでは説明できない。"
                         "同じ現代文をひらがなに書き換えると 2 / 12 層で値が動く（書き換えはトークンの区切りと数も変える）")
-    none_hold = r.poem_controls_reading(12, 5, 0, 0, 0, 5)
-    assert none_hold == ("歌と現代文は 5 / 12 層で違う。学習前の重みのモデルでも 5 / 12 層で差が出るので、入力の形の違いだけでも値は動きうる。"
+    none_hold = r.poem_controls_reading(12, 5, 0, 0, 0, [5])
+    assert none_hold == ("歌と現代文は 5 / 12 層で違う。学習前の重みのモデルでも乱数の種 1 個のうち 1 個で差の出る層があり（最多 5 / 12 層）、"
+                         "入力の形の違いだけでも値は動きうる。"
                          "歌と現代文の差のうちどれだけが学習によるかは、この対照からは決まらない。"
                          "長さをそろえた現代文とでは、補正して差が残る層はない（比べる数も減るので、検出する力も下がる）。"
                          "句読点を文から除いた現代文とでは、補正して差が残る層はない。"
                          "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
-    unbalanced = r.poem_controls_reading(12, 5, 4, 5, 2, 0, balanced=False)
+    unbalanced = r.poem_controls_reading(12, 5, 4, 5, 2, [0], balanced=False)
     assert "長さをそろえた対照は、現代文に歌ほど短い文対が少なく長さがそろわなかったので、長さの説明には使えない" in unbalanced
     assert "4 / 12" not in unbalanced
-    with pytest.raises(ValueError, match="untrained=13"):
-        r.poem_controls_reading(12, 1, 1, 1, 1, 13)
+    with pytest.raises(ValueError, match=r"untrained\[1\]=13"):
+        r.poem_controls_reading(12, 1, 1, 1, 1, [0, 13])
+    with pytest.raises(ValueError, match="untrained is empty"):
+        r.poem_controls_reading(12, 1, 1, 1, 1, [])
 
 
 def test_unused_pca_reading_both_branches():

@@ -88,6 +88,10 @@ def test_load_sentence_pairs():
         with pytest.raises(ValueError, match="positive int"):
             widgets.load_sentence_pairs(bad)
     ja = widgets.load_sentence_pairs(lang="ja")
+    topics, topics_ja = widgets.load_sentence_topics(), widgets.load_sentence_topics(lang="ja")
+    assert len(topics) == len(pairs) and len(topics_ja) == len(ja) and widgets.load_sentence_topics(4) == topics[:4]
+    assert topics[0] == "science" and len(set(topics)) == 27
+    assert {topics_ja.count(t) for t in set(topics_ja)} == {10} and len(set(topics_ja)) == 30
     assert len(ja) >= len(pairs) and widgets.load_sentence_pairs(3, lang="ja") == ja[:3]
     assert all("。" in a + b or "！" in a + b or "？" in a + b for a, b in ja)
     with pytest.raises(ValueError, match="'en' and 'ja'"):

@@ -684,7 +684,7 @@ def ja_missing_reason(model: str, error: BaseException | None) -> str:
 
 def half_reading(high: float) -> str:
     """Whether the upper end of the mixing ratio's interval stays under 50% (preserving dominates)."""
-    return "区間の上端は 50% " + ("に届かない" if high < 50 else "を超える")
+    return "区間の上端は 50% " + ("に届かない" if high < 50 else "にちょうど届く" if high == 50 else "を超える")
 
 
 def half_verdict(low: float, high: float) -> str:
@@ -707,26 +707,34 @@ def fwe_reading(n_fwe: int, n_layers: int, n_higher: int, n_lower: int, n_uncorr
     return f"全層で補正して p < 0.05 の層：{n_fwe} / {n_layers}{split}。補正しない層ごとの判定では {n_uncorrected} 層"
 
 
-def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int, script: int, untrained: int, *,
-                          balanced: bool = True) -> str:
+def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int, script: int, untrained: Sequence[int],
+                          *, balanced: bool = True) -> str:
     """What the 百人一首 comparison and its controls say, from each test's count of layers with p < 0.05 corrected
-    over all layers: poems against modern pairs (``poem``), against modern pairs matched to the poems' lengths
+    over all layers: poems against modern pairs (``poem``), against modern pairs matched to the poems' lengths, paired
     (``matched``; ``balanced``: whether the match reached the poems' lengths), against the modern pairs with their
-    punctuation removed from the text (``no_punct``), the same modern pairs rewritten in hiragana, paired (``script``), and poems against modern
-    pairs in a model with untrained weights (``untrained``, what the form of the input alone can do). A count of 0
-    is never read as "no difference": it says no layer passed."""
-    counts = dict(poem=poem, matched=matched, no_punct=no_punct, script=script, untrained=untrained)
+    punctuation removed from the text (``no_punct``), the same modern pairs rewritten in hiragana, paired
+    (``script``), and poems against modern pairs in models with untrained weights, one count per random seed
+    (``untrained``, what the form of the input alone can do). A count of 0 is never read as "no difference": it says
+    no layer passed."""
+    seeds = [int(k) for k in untrained]
+    if not seeds:
+        raise ValueError("untrained is empty: give one count per untrained model (random seed).")
+    counts = dict(poem=poem, matched=matched, no_punct=no_punct, script=script)
+    counts |= {f"untrained[{i}]": k for i, k in enumerate(seeds)}
     for name, k in counts.items():
         if not 0 <= k <= n_layers:
             raise ValueError(f"{name}={k}: a count of layers must be between 0 and n_layers={n_layers}.")
+    moved = sum(k > 0 for k in seeds)
+    where = f"乱数の種 {len(seeds)} 個のうち {moved} 個で差の出る層があり（最多 {max(seeds)} / {n_layers} 層）"
     if not poem:
         head = f"歌と現代文で、全層で補正して差が出る層はない（0 / {n_layers}。差がないことの証明ではない）"
-        return head + (f"。学習前の重みのモデルでは {untrained} / {n_layers} 層で差が出るが、学習したモデルでは出なかった" if untrained
-                       else "。学習前の重みのモデルでも、補正して差が出る層はない")
+        return head + (f"。学習前の重みのモデルでは{where}、学習したモデルでは出なかった" if moved
+                       else f"。学習前の重みのモデルでも（乱数の種 {len(seeds)} 個のどれでも）、補正して差が出る層はない")
     parts = [f"歌と現代文は {poem} / {n_layers} 層で違う"]
-    parts.append(f"学習前の重みのモデルでも {untrained} / {n_layers} 層で差が出るので、入力の形の違いだけでも値は動きうる。"
-                 "歌と現代文の差のうちどれだけが学習によるかは、この対照からは決まらない" if untrained else
-                 "学習前の重みのモデルでは、補正して差が出る層はない（入力の形だけでは差が出ない、とまでは言えない）")
+    parts.append(f"学習前の重みのモデルでも{where}、入力の形の違いだけでも値は動きうる。"
+                 "歌と現代文の差のうちどれだけが学習によるかは、この対照からは決まらない" if moved else
+                 f"学習前の重みのモデルでは、乱数の種 {len(seeds)} 個のどれでも補正して差が出る層はない"
+                 "（入力の形だけでは差が出ない、とまでは言えない）")
     if not balanced:
         parts.append("長さをそろえた対照は、現代文に歌ほど短い文対が少なく長さがそろわなかったので、長さの説明には使えない")
     else:
