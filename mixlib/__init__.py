@@ -36,6 +36,7 @@ _LAZY = {
     "mixing_conventions": "mixing",
     "MixingVariants": "mixing",
     "tokenize": "data",
+    "truncate_text": "data",
     "token_categories": "data",
     # beyond the papers: token-to-token maps and other mixing measures
     "context_maps": "measures",

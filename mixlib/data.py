@@ -32,7 +32,8 @@ import torch
 
 from .texts import has_content
 
-__all__ = ["PAD_CATEGORY", "PUNCTUATION", "MASK_COUNTS", "tokenize", "mask_count", "mask_tokens", "token_categories", "category_names",
+__all__ = ["PAD_CATEGORY", "PUNCTUATION", "MASK_COUNTS", "tokenize", "truncate_text", "mask_count", "mask_tokens",
+           "token_categories", "category_names",
            "special_tokens_as_text"]
 
 #: Category given to padding positions (never counted in any statistic).
@@ -317,6 +318,45 @@ def _warn_lost_sentences(out: Any, rows: list[int], max_length: int) -> None:
 
 #: How :func:`mask_tokens` turns ``rate * n`` into a count: ``"floor"`` (the official code) or ``"round"``.
 MASK_COUNTS = ("floor", "round")
+
+
+def truncate_text(enc: Any, text: str, n_tokens: int) -> str:
+    """The longest beginning of ``text`` that the tokenizer splits into at most ``n_tokens`` tokens.
+
+    The cut is made in the text, not in the token list, so the result is a plain string any tokenizer reads again
+    as it was split (turning tokens back into text would put spaces between Japanese words, which changes how MeCab
+    splits them, or write ``[UNK]`` as text). Beginnings are tried from the longest down (a token count does not
+    grow steadily with the characters, so bisection could stop at a shorter one); where one more character adds two
+    tokens, the result has fewer than ``n_tokens``. Chapter 13
+    cuts modern sentences to the poems' lengths with it (a control whose lengths are equal by construction).
+
+    Parameters
+    ----------
+    enc : Encoder or tokenizer
+        Anything with the tokenizer's ``tokenize`` (special tokens are not counted).
+    text : str
+    n_tokens : int
+        At least 1.
+
+    Returns
+    -------
+    str
+        ``text`` itself when it has at most ``n_tokens`` tokens; otherwise its longest beginning that does, with
+        trailing whitespace removed ("" when not even the first character does).
+    """
+    tok = _tokenizer_of(enc)
+    if not isinstance(text, str):
+        raise TypeError(f"text is {type(text).__name__}; give one str.")
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or n_tokens < 1:
+        raise ValueError(f"n_tokens={n_tokens!r} is not allowed: give an int >= 1.")
+    if len(tok.tokenize(text)) <= n_tokens:
+        return text
+    # counts do not grow steadily with the characters ("every" is one token, "everyw" three, "everywhere" one),
+    # so no bisection: try the beginnings from the longest down
+    for k in range(len(text) - 1, 0, -1):
+        if len(tok.tokenize(text[:k])) <= n_tokens:
+            return text[:k].rstrip()
+    return ""
 
 
 def mask_count(n: int, rate: float = 0.12, count: str = "floor") -> int:

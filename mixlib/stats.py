@@ -268,7 +268,7 @@ def permutation_test(a: Any, b: Any, n_perm: int = 2000, seed: int = 0, strata: 
                              n_perm=n_perm, seed=int(seed), sd_a=sd_a, sd_b=sd_b, statistic=statistic)
 
 
-def match_lengths(pool: Any, targets: Any) -> np.ndarray:
+def match_lengths(pool: Any, targets: Any, *, at_least: bool = False) -> np.ndarray:
     """For each target length, a different item of ``pool`` with a length as close as possible.
 
     Returns the indices into ``pool`` (one per target, in the targets' order, all different) of the assignment
@@ -277,19 +277,33 @@ def match_lengths(pool: Any, targets: Any) -> np.ndarray:
 
     Parameters
     ----------
-    pool, targets : array-like of numbers, (P,) and (T,), T <= P
+    pool, targets : array-like of numbers, (P,) and (T,), T <= P; or (P, k) and (T, k)
+        With k columns (e.g. the two sentences of a pair), the cost of a match is summed over the columns.
+    at_least : bool, default False
+        Prefer items at least as long as their target, column by column: any shortfall costs more than every excess
+        together, so an item shorter than its target is taken only when no assignment avoids it. For a control that
+        is then cut to the targets' lengths (:func:`mixlib.truncate_text`), which can shorten but not lengthen.
     """
     from scipy.optimize import linear_sum_assignment
 
-    P, T = np.asarray(pool, dtype=np.float64).reshape(-1), np.asarray(targets, dtype=np.float64).reshape(-1)
-    if T.size == 0:
+    P, T = np.asarray(pool, dtype=np.float64), np.asarray(targets, dtype=np.float64)
+    P, T = (P.reshape(-1, 1) if P.ndim <= 1 else P), (T.reshape(-1, 1) if T.ndim <= 1 else T)
+    if P.ndim != 2 or T.ndim != 2 or P.shape[1] != T.shape[1]:
+        raise ValueError(f"pool {P.shape} and targets {T.shape} must both be (n,) or both (n, k) with the same k.")
+    if T.shape[0] == 0:
         raise ValueError("targets is empty: give at least one length to match.")
-    if P.size < T.size:
-        raise ValueError(f"pool has {P.size} items for {T.size} targets: each target needs a different item.")
+    if P.shape[0] < T.shape[0]:
+        raise ValueError(f"pool has {P.shape[0]} items for {T.shape[0]} targets: each target needs a different item.")
     if not (np.isfinite(P).all() and np.isfinite(T).all()):
         raise ValueError("lengths must be finite numbers (no NaN or inf).")
-    rows, cols = linear_sum_assignment(np.abs(T[:, None] - P[None, :]))
-    out = np.empty(T.size, dtype=np.int64)
+    diff = P[None, :, :] - T[:, None, :]  # (T, P, k)
+    if at_least:
+        excess, short = np.clip(diff, 0, None).sum(axis=2), np.clip(-diff, 0, None).sum(axis=2)
+        cost = excess + short * (excess.sum() + 1.0)
+    else:
+        cost = np.abs(diff).sum(axis=2)
+    rows, cols = linear_sum_assignment(cost)
+    out = np.empty(T.shape[0], dtype=np.int64)
     out[rows] = cols
     return out
 

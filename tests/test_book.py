@@ -195,7 +195,7 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "11_norm_stretch": (268, 0, 0, 72, 0),
     "12_positional": (87, 0, 0, 18, 0),
     "12_positional_attention": (106, 0, 0, 18, 0),
-    "13_japanese": (261, 0, 0, 38, 0),
+    "13_japanese": (259, 0, 0, 38, 0),
 }
 COLAB_FIGURES = ("lines", "over_30", "glue_text", "jp_fstrings", "jp_branches")
 #: lines shown per chapter, cells over 30 lines, glue(Text), Japanese f-strings (no target: a label is fine), branches

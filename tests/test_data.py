@@ -297,3 +297,34 @@ def test_a_pair_truncated_to_nothing_of_one_sentence_says_so(tiny_enc):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         tokenize(tiny_enc, pairs, max_length=64)  # no truncation, no warning
+
+
+def test_truncate_text_keeps_the_longest_beginning(packaged_enc):
+    """Checked against a scan over every beginning of the text (the brute-force answer). The text has a word whose
+    beginnings take more tokens than the whole word ("everyw" against "everywhere")."""
+    from mixlib.data import truncate_text
+
+    tok = packaged_enc.tokenizer
+    text = "Unbelievably, the transformers' self-attention layers mix tokens everywhere."
+    n_all = len(tok.tokenize(text))
+    assert truncate_text(packaged_enc, text, n_all) == text and truncate_text(tok, text, n_all + 5) == text
+    for n in (1, 2, 5, n_all - 1):
+        got = truncate_text(tok, text, n)
+        fits = [k for k in range(len(text) + 1) if len(tok.tokenize(text[:k])) <= n]
+        assert text.startswith(got) and len(tok.tokenize(got)) <= n
+        assert got == text[: max(fits)].rstrip()  # the longest beginning, though counts do not grow steadily
+
+
+def test_truncate_text_on_japanese_like_text_and_errors():
+    from mixlib.data import truncate_text
+
+    class Chars:  # one token per character, spaces dropped (as MeCab drops them)
+        def tokenize(self, text):
+            return [c for c in text if not c.isspace()]
+
+    assert truncate_text(Chars(), "みずは ひゃくどで", 3) == "みずは"
+    assert truncate_text(Chars(), "みずは ひゃくどで", 4) == "みずは ひ"
+    with pytest.raises(ValueError, match="n_tokens=0"):
+        truncate_text(Chars(), "あ", 0)
+    with pytest.raises(TypeError, match="one str"):
+        truncate_text(Chars(), ("あ", "い"), 1)

@@ -411,7 +411,7 @@ def test_poem_controls_reading_every_branch():
                          "句読点を文から除いた現代文とでは、補正して差が残る層はない。"
                          "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
     unbalanced = r.poem_controls_reading(12, 5, 4, 5, 2, [0], balanced=False)
-    assert "長さをそろえた対照は、現代文に歌ほど短い文対が少なく長さがそろわなかったので、長さの説明には使えない" in unbalanced
+    assert "長さをそろえた対照は、長さが歌にそろわなかったので（上に印字した長さの差）、長さの説明には使えない" in unbalanced
     assert "4 / 12" not in unbalanced
     with pytest.raises(ValueError, match=r"untrained\[1\]=13"):
         r.poem_controls_reading(12, 1, 1, 1, 1, [0, 13])

@@ -233,6 +233,27 @@ def test_match_lengths_finds_the_closest_assignment():
         stats.match_lengths([3, np.nan], [1])
     with pytest.raises(ValueError, match="empty"):
         stats.match_lengths([3], [])
+    with pytest.raises(ValueError, match="same k"):
+        stats.match_lengths(np.ones((5, 2)), np.ones((2, 3)))
+
+
+def test_match_lengths_two_columns_and_at_least():
+    """Two columns (a pair's two sentences) and at_least, against brute force: the fewest total tokens short of the
+    targets first, then the least excess."""
+    from itertools import permutations
+
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        pool, targets = rng.integers(5, 40, size=(6, 2)), rng.integers(5, 30, size=(4, 2))
+        assign = list(permutations(range(6), 4))
+        got = stats.match_lengths(pool, targets)
+        assert np.abs(pool[got] - targets).sum() == min(np.abs(pool[list(p)] - targets).sum() for p in assign)
+        got = stats.match_lengths(pool, targets, at_least=True)
+        key = lambda p: (np.clip(targets - pool[list(p)], 0, None).sum(), np.clip(pool[list(p)] - targets, 0, None).sum())  # noqa: E731
+        assert key(got) == min(key(p) for p in assign)
+    # the nearest item is shorter; at_least takes the longer one
+    assert stats.match_lengths([9, 14, 30], [10]).tolist() == [0]
+    assert stats.match_lengths([9, 14, 30], [10], at_least=True).tolist() == [1]
 
 
 def test_paired_test_matches_scipy_and_sees_what_the_unpaired_test_misses():

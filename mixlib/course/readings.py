@@ -736,7 +736,7 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
                  f"学習前の重みのモデルでは、乱数の種 {len(seeds)} 個のどれでも補正して差が出る層はない"
                  "（入力の形だけでは差が出ない、とまでは言えない）")
     if not balanced:
-        parts.append("長さをそろえた対照は、現代文に歌ほど短い文対が少なく長さがそろわなかったので、長さの説明には使えない")
+        parts.append("長さをそろえた対照は、長さが歌にそろわなかったので（上に印字した長さの差）、長さの説明には使えない")
     else:
         parts.append(f"長さをそろえた現代文とでも {matched} / {n_layers} 層で差が残り、長さの違いだけでは説明できない" if matched else
                      "長さをそろえた現代文とでは、補正して差が残る層はない（比べる数も減るので、検出する力も下がる）")
