@@ -914,16 +914,16 @@ class FeatureNull:
         """True when the set's best head beats at least ``level`` percent of the random sets."""
         return bool(self.percentile >= level)
 
-    def excess(self, level: float = 95.0) -> float:
-        """How far the set's best score lies beyond chance, in units of the null's own spread:
-        ``(best - median(null_best)) / (percentile(null_best, level) - median(null_best))``.
+    def lift(self) -> float:
+        """How much the set's best head beats random sets of the same size: ``best - median(null_best)``, in the
+        score's own units (with ``relative=True``, a ratio to the head's median).
 
-        0 is the random sets' median and 1 their ``level`` percentile, whatever the set's size: a small set's null
-        is wide and a large set's narrow, so counts of sets that pass cannot be compared between vocabularies,
-        but this can. NaN when the null has no spread up to ``level``.
+        An effect size: for the same lift per token it stays about the same whatever the set's size, where a count
+        of sets that pass, or the distance in units of the null's spread (which narrows like 1/sqrt(size)), grows
+        with the size. Subtracting the null's median also removes most of what picking the best of many heads adds
+        to a small set's score by chance.
         """
-        mid, top = np.percentile(self.null_best, [50.0, float(level)])
-        return float((self.best - mid) / (top - mid)) if top > mid else float("nan")
+        return float(self.best - np.median(self.null_best))
 
     def candidates(self, wins: Any, *, level: float = 95.0, min_wins: float = 0.05) -> list[tuple[int, int]]:
         """The heads a reading of the set keeps, most wins first: ``(layer index, head)``.

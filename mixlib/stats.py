@@ -13,6 +13,8 @@ asked for) is left out.
 * :func:`percentile_interval` -- the interval of each layer on its own;
 * :func:`simultaneous_interval` -- an interval that holds for all layers at once (max-t over layers): checking
   12 layers with 12 separate 95% intervals finds some layer outside by chance far more often than 5%;
+* :func:`difference_interval` -- the difference of two groups (or of two measurements of the same sequences) with
+  that interval, resampling clusters of alike sequences whole: a check of a permutation test that assumes independence;
 * :func:`paired_permutation_test` -- the same sequences measured twice (e.g. a text and its rewriting): the mean of
   the per-sequence differences, with signs flipped at random (a sign-flip test), per layer and corrected over layers;
 * :func:`match_lengths` -- a control group of the same lengths: for each sequence of one group, a different
@@ -35,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["bootstrap_means", "percentile_interval", "simultaneous_interval", "PermutationResult", "permutation_test",
+__all__ = ["bootstrap_means", "percentile_interval", "simultaneous_interval", "difference_interval", "PermutationResult",
+           "permutation_test",
            "paired_permutation_test", "match_lengths"]
 
 
@@ -138,6 +141,45 @@ def simultaneous_interval(samples: Any, estimate: Any, ci: float = 0.95) -> tupl
         worst = np.nanmax(np.abs(arr - est[:, None]) / se[:, None], axis=0)  # (n_boot,); a layer with se 0 is exact
     c = float(np.quantile(worst, level))
     return est - c * se, est + c * se
+
+
+def difference_interval(a: Any, b: Any, n_boot: int = 1000, seed: int = 0, ci: float = 0.95, *, paired: bool = False,
+                        clusters: Any = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The difference ``mean(b) - mean(a)`` per layer, with a bootstrap interval that holds for all layers at once.
+
+    A check of a permutation test that does not need the sequences to be independent: with ``clusters`` (a label per
+    sequence of ``a``, e.g. the topic a sentence pair was written for) whole clusters are resampled
+    (:func:`bootstrap_means`), so sequences that are alike are not counted as separate evidence.
+
+    Parameters
+    ----------
+    a, b : array-like, (L, Ba) and (L, Bb)
+        Per-sequence values. With ``paired=True`` the same sequences measured twice (``Ba == Bb``): the per-sequence
+        differences ``b - a`` are resampled, by ``clusters`` when given. Otherwise the groups are resampled apart,
+        ``a`` by ``clusters`` when given, ``b`` one sequence at a time.
+    n_boot, seed, ci
+        As for :func:`bootstrap_means` and :func:`simultaneous_interval`.
+
+    Returns
+    -------
+    estimate, low, high : numpy.ndarray, each (L,)
+    """
+    A, B = _per_sequence(a, "a"), _per_sequence(b, "b")
+    if A.shape[0] != B.shape[0]:
+        raise ValueError(f"a has {A.shape[0]} layers and b {B.shape[0]}; give both as (L, sequences).")
+    if clusters is not None and np.asarray(clusters).reshape(-1).shape[0] != A.shape[1]:
+        raise ValueError(f"clusters has {np.asarray(clusters).size} labels for a's {A.shape[1]} sequences.")
+    if paired:
+        if A.shape != B.shape:
+            raise ValueError(f"a is {A.shape} and b {B.shape}: paired=True needs the same sequences in both.")
+        d = B - A
+        samples = bootstrap_means(d, n_boot, seed, clusters=clusters)
+        estimate = _complete(d, "b - a").mean(axis=1)
+    else:
+        samples = bootstrap_means(B, n_boot, seed) - bootstrap_means(A, n_boot, seed + 1, clusters=clusters)
+        estimate = _complete(B, "b").mean(axis=1) - _complete(A, "a").mean(axis=1)
+    low, high = simultaneous_interval(samples, estimate, ci)
+    return estimate, low, high
 
 
 @dataclass(frozen=True, eq=False)

@@ -342,15 +342,19 @@ def test_feature_null_vs_loop_and_planted():
     # a set nobody selects does not pass
     fn0 = mixlib.feature_null(psi, list(range(100, 120)), n_draws=60, seed=5)
     assert not fn0.passes() and fn0.p_value > 0.05
-    # excess: 0 at the null's median, 1 at its 95th percentile, whatever the set's size
-    srt = np.sort(fn.null_best)
-    mid, top = (srt[29] + srt[30]) / 2, srt[56] + 0.05 * (srt[57] - srt[56])  # numpy's linear percentiles by hand
-    assert fn.excess() == pytest.approx((fn.best - mid) / (top - mid)) and fn.excess() > 1
-    assert fn0.excess() < 1 and (fn0.excess() > 1) == fn0.passes()
-    for size in (5, 80):  # a set drawn at random: its excess stays near chance for small and large sets alike
-        ex = [mixlib.feature_null(psi, np.random.default_rng(s).choice(V, size, replace=False).tolist(), n_draws=40,
-                                  seed=100 + s).excess() for s in range(30)]
-        assert abs(np.median(ex)) < 0.5 and np.mean(np.array(ex) > 1) < 0.2, (size, ex)
+    # lift: best minus the null's median; for the same per-token lift it does not grow with the set's size, while
+    # the distance in units of the null's spread does
+    assert fn.lift() == pytest.approx(fn.best - np.median(fn.null_best)) and fn.lift() > 0.3
+    psi2 = rng.normal(1.0, 0.2, size=(2, 3, 9000))
+    lifts, zs = [], []
+    for size in (20, 2000):
+        planted = psi2.copy()
+        planted[0, 1, :size] += 0.3  # the same lift per token, for a small and a large set
+        f = mixlib.feature_null(planted, list(range(size)), n_draws=60, seed=1)
+        lifts.append(f.lift())
+        zs.append(f.lift() / (np.percentile(f.null_best, 95) - np.median(f.null_best)))
+    assert abs(lifts[0] - lifts[1]) < 0.05 and all(0.2 < x < 0.31 for x in lifts), lifts  # random sets hold planted tokens too
+    assert zs[1] > 5 * zs[0], zs
     # relative scores: mean over the set / the head's median, unchanged by a per-head scale
     scale = rng.uniform(0.5, 3.0, size=(L, H, 1))
     rel = mixlib.feature_scores(psi, ids, relative=True)

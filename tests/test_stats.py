@@ -283,3 +283,41 @@ def test_paired_test_bad_input():
         stats.paired_permutation_test(np.zeros((2, 5)), np.zeros((2, 4)))
     with pytest.raises(ValueError, match="at least 2"):
         stats.paired_permutation_test([1.0, np.nan], [2.0, 3.0])
+
+
+def test_difference_interval_is_the_bootstraps_composed():
+    rng = np.random.default_rng(21)
+    a, b = rng.normal(size=(3, 40)), rng.normal(0.5, 1, size=(3, 25))
+    topics = np.repeat(np.arange(8), 5)
+    est, lo, hi = stats.difference_interval(a, b, 200, 3, 0.9, clusters=topics)
+    samples = stats.bootstrap_means(b, 200, 3) - stats.bootstrap_means(a, 200, 4, clusters=topics)
+    ref = stats.simultaneous_interval(samples, b.mean(axis=1) - a.mean(axis=1), 0.9)
+    np.testing.assert_allclose(est, b.mean(axis=1) - a.mean(axis=1))
+    np.testing.assert_allclose(lo, ref[0]) and np.testing.assert_allclose(hi, ref[1])
+    b2 = a + rng.normal(0.2, 0.1, size=a.shape)
+    est, lo, hi = stats.difference_interval(a, b2, 200, 3, paired=True, clusters=topics)
+    ref = stats.simultaneous_interval(stats.bootstrap_means(b2 - a, 200, 3, clusters=topics), (b2 - a).mean(axis=1))
+    np.testing.assert_allclose(lo, ref[0]) and np.testing.assert_allclose(hi, ref[1])
+    assert (lo > 0).all()  # a shift of 0.2 with little noise is seen in every layer
+    with pytest.raises(ValueError, match="paired=True needs the same sequences"):
+        stats.difference_interval(a, b, paired=True)
+    with pytest.raises(ValueError, match="clusters has 3 labels"):
+        stats.difference_interval(a, b, clusters=[0, 1, 2])
+
+
+def test_difference_interval_holds_its_level_where_the_permutation_test_does_not():
+    """300 modern pairs from 30 alike topics against 100 independent poems, no difference: the permutation test
+    (which takes the pairs as independent) finds some layer far more often than 5%; the interval that resamples
+    topics whole stays near its level."""
+    rng = np.random.default_rng(22)
+    topics = np.repeat(np.arange(30), 10)
+    runs, perm_hits, interval_hits = 120, 0, 0
+    for _ in range(runs):
+        shared = rng.normal(size=(1, 30))[:, topics] * 0.8  # the topic's own level, in every layer
+        a = shared + rng.normal(size=(3, 300)) * 0.6
+        b = rng.normal(size=(1, 100)) * 0.8 + rng.normal(size=(3, 100)) * 0.6  # the same spread, nothing shared
+        perm_hits += bool((stats.permutation_test(a, b, 199, int(rng.integers(1 << 30))).p_max < 0.05).any())
+        _, lo, hi = stats.difference_interval(a, b, 300, int(rng.integers(1 << 30)), clusters=topics)
+        interval_hits += bool(((lo > 0) | (hi < 0)).any())
+    assert perm_hits / runs > 0.12, (perm_hits, interval_hits)  # 17.5% here, against a level of 5%
+    assert interval_hits / runs < 0.12, (perm_hits, interval_hits)

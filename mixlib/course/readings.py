@@ -709,13 +709,14 @@ def fwe_reading(n_fwe: int, n_layers: int, n_higher: int, n_lower: int, n_uncorr
 
 def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int, script: int, untrained: Sequence[int],
                           *, balanced: bool = True) -> str:
-    """What the 百人一首 comparison and its controls say, from each test's count of layers with p < 0.05 corrected
-    over all layers: poems against modern pairs (``poem``), against modern pairs matched to the poems' lengths, paired
-    (``matched``; ``balanced``: whether the match reached the poems' lengths), against the modern pairs with their
-    punctuation removed from the text (``no_punct``), the same modern pairs rewritten in hiragana, paired
-    (``script``), and poems against modern pairs in models with untrained weights, one count per random seed
-    (``untrained``, what the form of the input alone can do). A count of 0 is never read as "no difference": it says
-    no layer passed."""
+    """What the 百人一首 comparison and its controls say, from each comparison's count of layers where a difference
+    is found (chapter 13 counts a layer when the permutation test, corrected over all layers, and the interval that
+    resamples topics whole both find it): poems against modern pairs (``poem``), against modern sentences cut to the
+    poems' lengths, paired (``matched``; ``balanced``: whether the lengths came out equal), against the modern pairs
+    with their punctuation removed from the text (``no_punct``) -- these two count only layers whose difference has
+    the poems' direction --, the same modern pairs rewritten in hiragana, paired (``script``, either direction), and
+    poems against modern pairs in models with untrained weights, one count per random seed (``untrained``, what the
+    form of the input alone can do). A count of 0 is never read as "no difference": it says no layer passed."""
     seeds = [int(k) for k in untrained]
     if not seeds:
         raise ValueError("untrained is empty: give one count per untrained model (random seed).")
@@ -738,10 +739,10 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
     if not balanced:
         parts.append("長さをそろえた対照は、長さが歌にそろわなかったので（上に印字した長さの差）、長さの説明には使えない")
     else:
-        parts.append(f"長さをそろえた現代文とでも {matched} / {n_layers} 層で差が残り、長さの違いだけでは説明できない" if matched else
-                     "長さをそろえた現代文とでは、補正して差が残る層はない（比べる数も減るので、検出する力も下がる）")
-    parts.append(f"句読点を文から除いた現代文とでも {no_punct} / {n_layers} 層で差が残り、句読点の有無だけでは説明できない"
-                 if no_punct else "句読点を文から除いた現代文とでは、補正して差が残る層はない")
+        parts.append(f"長さをそろえた現代文とでも {matched} / {n_layers} 層で同じ向きの差が残り、長さの違いだけでは説明できない" if matched
+                     else "長さをそろえた現代文とでは、同じ向きの差が残る層はない（比べる数も減るので、検出する力も下がる）")
+    parts.append(f"句読点を文から除いた現代文とでも {no_punct} / {n_layers} 層で同じ向きの差が残り、句読点の有無だけでは説明できない"
+                 if no_punct else "句読点を文から除いた現代文とでは、同じ向きの差が残る層はない")
     parts.append(f"同じ現代文をひらがなに書き換えると {script} / {n_layers} 層で値が動く（書き換えはトークンの区切りと数も変える）"
                  if script else "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
     return "。".join(parts)
