@@ -52,9 +52,14 @@ PROSE_TITLE = "本文（この実行の数で）"
 FOLD_TITLE = "図と表を作るコード（▶ を押すと中が見える）"
 #: the note under the chapter's title ({site}: the chapter's page on the site)
 EDITION_NOTE = ("> **Colab 版**　この章の本のページ（[サイト]({site})）から生成したノートブックである。"
-                "メニューの「ランタイム」→「すべてのセルを実行」で上から順に実行する。本文のうち数や結論を述べる段落は、"
-                "折りたたんだ「本文（この実行の数で）」のセルが **この実行で計算した値で** 表示するので、実行するまではセルのタイトルだけが見える"
-                "（サイトの数は、本のビルド環境のモデルのもの）。折りたたんだセルは、▶ やタイトルを押すと中のコードが見える。")
+                "メニューの「ランタイム」→「すべてのセルを実行」で上から順に実行する。{prose}"
+                "折りたたんだセルは、▶ やタイトルを押すと中のコードが見える。")
+_NOTE_HERE = "> \x00EDITION_NOTE\x00"  # a quote line, as the note is: the blocks split where they did
+#: the sentence of the note for a chapter whose prose shows computed values (only then: a chapter without such
+#: paragraphs would send the student looking for cells it does not have)
+PROSE_NOTE = ("本文のうち数や結論を述べる段落は、"
+              "折りたたんだ「本文（この実行の数で）」のセルが **この実行で計算した値で** 表示するので、実行するまではセルのタイトルだけが見える"
+              "（サイトの数は、本のビルド環境のモデルのもの）。")
 
 ROLE = re.compile(r"\{([a-z][\w:-]*)\}`([^`]*)`")
 ROLE_OR_CODE = re.compile(ROLE.pattern + r"|`[^`]*`")
@@ -480,6 +485,7 @@ def convert_notebook(nb: dict, doc: str, book: Book) -> dict:
 
     glued = set().union(*(keys_of(c) for c in nb["cells"] if c["cell_type"] == "code"))
     above: set[str] = set()  # the keys the code cells so far can glue
+    has_prose = False  # whether a paragraph shows computed values (the note under the title says so only then)
     for index, cell in enumerate(nb["cells"]):
         src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
         cid = cell.get("id") or f"cell{index}"
@@ -499,7 +505,7 @@ def convert_notebook(nb: dict, doc: str, book: Book) -> dict:
             raise EditionError(f"{doc}, cell {index}: {err}") from None
         if index == next(i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "markdown"):
             title, _, rest = text.partition("\n")
-            text = f"{title}\n\n{EDITION_NOTE.format(site=site_url(doc))}\n{rest}"
+            text = f"{title}\n\n{_NOTE_HERE}\n{rest}"  # the note is written once the chapter's prose cells are known
         for n, (kind, block) in enumerate(group(blocks(text))):
             if kind == "prose":
                 early = [k for k, _ in PLACEHOLDER.findall(block) if not any(re.fullmatch(p, k) for p in glued)]
@@ -507,8 +513,13 @@ def convert_notebook(nb: dict, doc: str, book: Book) -> dict:
                     raise EditionError(f"{doc}, cell {index}: the prose shows {early}, which no code cell glues")
                 later = tuple(dict.fromkeys(k for k, _ in PLACEHOLDER.findall(block) if not any(re.fullmatch(p, k) for p in above)))
                 cells.append(prose_cell(block, _cell_id(cid, n), later))
+                has_prose = True
             else:
                 cells.append(_md_cell(block, _cell_id(cid, n)))
+    note = EDITION_NOTE.format(site=site_url(doc), prose=PROSE_NOTE if has_prose else "")
+    for cell in cells:  # the title's cell: markdown, or a prose cell when the first paragraph shows a value
+        src = cell["source"]
+        cell["source"] = src.replace(_NOTE_HERE, note) if isinstance(src, str) else [line.replace(_NOTE_HERE, note) for line in src]
     out = {k: copy.deepcopy(v) for k, v in nb.items() if k != "cells"}
     out["cells"] = cells
     out["metadata"] = {**out.get("metadata", {}), "colab": {"provenance": [], "toc_visible": True}}

@@ -224,6 +224,11 @@ def test_paragraphs_with_values_become_prose_cells():
     assert prose == f'#@title {edition.PROSE_TITLE}\nfrom mixlib.glue import prose\n\nprose(r"""\n数は {{{{n}}}} 個。\n\n正解率 {{{{acc_past:.2f}}}}。\n""")'
     assert edition.prose_template(prose) == "数は {{n}} 個。\n\n正解率 {{acc_past:.2f}}。" and edition.prose_template(tail) is None
     assert tail == "値のない段落。"
+    assert edition.PROSE_NOTE in md  # the note under the title points to the prose cells ...
+    plain = {**nb, "cells": [nb["cells"][0], {**nb["cells"][1], "source": "# 題\n\n序文。\n\n値のない段落。"}]}
+    note = _src(edition.convert_notebook(plain, "notebooks/08_bert", BOOK)["cells"][1])
+    assert note.startswith("# 題\n\n> **Colab 版**") and edition.PROSE_NOTE not in note  # ... only where there are some
+    assert "\x00" not in note and "すべてのセルを実行" in note
     nb["cells"][1]["source"] = "値 {glue:text}`never`。"
     with pytest.raises(edition.EditionError, match=r"\['never'\], which no code cell glues"):
         edition.convert_notebook(nb, "notebooks/08_bert", BOOK)

@@ -410,6 +410,10 @@ def test_poem_controls_reading_every_branch():
                          "長さをそろえた現代文とでは、同じ向きの差が残る層はない（比べる数も減るので、検出する力も下がる）。"
                          "句読点を文から除いた現代文とでは、同じ向きの差が残る層はない。"
                          "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
+    way = r.poem_controls_reading(12, 5, 4, 5, 3, (0,), script_same=1)
+    assert way.endswith("同じ現代文をひらがなに書き換えると 3 / 12 層で値が動く（そのうち歌 − 現代文と同じ向きは 1 層。書き換えはトークンの区切りと数も変える）")
+    with pytest.raises(ValueError, match="script_same=4"):
+        r.poem_controls_reading(12, 5, 4, 5, 3, (0,), script_same=4)
     unbalanced = r.poem_controls_reading(12, 5, 4, 5, 2, [0], balanced=False)
     assert "長さをそろえた対照は、長さが歌にそろわなかったので（上に印字した長さの差）、長さの説明には使えない" in unbalanced
     assert "4 / 12" not in unbalanced

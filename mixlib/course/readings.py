@@ -708,7 +708,7 @@ def fwe_reading(n_fwe: int, n_layers: int, n_higher: int, n_lower: int, n_uncorr
 
 
 def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int, script: int, untrained: Sequence[int],
-                          *, balanced: bool = True) -> str:
+                          *, balanced: bool = True, script_same: int | None = None) -> str:
     """What the 百人一首 comparison and its controls say, from each comparison's count of layers where a difference
     is found (chapter 13 counts a layer when the permutation test, corrected over all layers, and the interval that
     resamples topics whole both find it): poems against modern pairs (``poem``), against modern sentences cut to the
@@ -716,12 +716,15 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
     with their punctuation removed from the text (``no_punct``) -- these two count only layers whose difference has
     the poems' direction --, the same modern pairs rewritten in hiragana, paired (``script``, either direction), and
     poems against modern pairs in models with untrained weights, one count per random seed (``untrained``, what the
-    form of the input alone can do). A count of 0 is never read as "no difference": it says no layer passed."""
+    form of the input alone can do); ``script_same``: of the ``script`` layers, those that move the poems' way. A
+    count of 0 is never read as "no difference": it says no layer passed."""
     seeds = [int(k) for k in untrained]
     if not seeds:
         raise ValueError("untrained is empty: give one count per untrained model (random seed).")
     counts = dict(poem=poem, matched=matched, no_punct=no_punct, script=script)
     counts |= {f"untrained[{i}]": k for i, k in enumerate(seeds)}
+    if script_same is not None and not 0 <= script_same <= script:
+        raise ValueError(f"script_same={script_same}: it counts some of the script={script} layers.")
     for name, k in counts.items():
         if not 0 <= k <= n_layers:
             raise ValueError(f"{name}={k}: a count of layers must be between 0 and n_layers={n_layers}.")
@@ -743,6 +746,7 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
                      else "長さをそろえた現代文とでは、同じ向きの差が残る層はない（比べる数も減るので、検出する力も下がる）")
     parts.append(f"句読点を文から除いた現代文とでも {no_punct} / {n_layers} 層で同じ向きの差が残り、句読点の有無だけでは説明できない"
                  if no_punct else "句読点を文から除いた現代文とでは、同じ向きの差が残る層はない")
-    parts.append(f"同じ現代文をひらがなに書き換えると {script} / {n_layers} 層で値が動く（書き換えはトークンの区切りと数も変える）"
+    way = f"そのうち歌 − 現代文と同じ向きは {script_same} 層。" if script_same is not None else ""
+    parts.append(f"同じ現代文をひらがなに書き換えると {script} / {n_layers} 層で値が動く（{way}書き換えはトークンの区切りと数も変える）"
                  if script else "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
     return "。".join(parts)
