@@ -918,10 +918,12 @@ class FeatureNull:
         """How much the set's best head beats random sets of the same size: ``best - median(null_best)``, in the
         score's own units (with ``relative=True``, a ratio to the head's median).
 
-        An effect size: for the same lift per token it stays about the same whatever the set's size, where a count
-        of sets that pass, or the distance in units of the null's spread (which narrows like 1/sqrt(size)), grows
-        with the size. Subtracting the null's median also removes most of what picking the best of many heads adds
-        to a small set's score by chance.
+        A rough effect size. Unlike a count of sets that pass, or the distance in units of the null's spread (which
+        narrows like 1/sqrt(size)), it does not grow with the set's size for the same lift per token (tested for
+        sets of 20 and 2,000 tokens). It is not free of the size either: for a small set, the best of many heads
+        over a few random tokens pushes the null's median up (the lift comes out smaller), and for a set that holds
+        much of the vocabulary the random sets share its tokens (the lift shrinks towards 0). Compare it between
+        sets of similar size.
         """
         return float(self.best - np.median(self.null_best))
 

@@ -713,8 +713,8 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
     is found (chapter 13 counts a layer when the permutation test, corrected over all layers, and the interval that
     resamples topics whole both find it): poems against modern pairs (``poem``), against modern sentences cut to the
     poems' lengths, paired (``matched``; ``balanced``: whether the lengths came out equal), against the modern pairs
-    with their punctuation removed from the text (``no_punct``) -- these two count only layers whose difference has
-    the poems' direction --, the same modern pairs rewritten in hiragana, paired (``script``, either direction), and
+    with their punctuation removed from the text (``no_punct``) -- these two count only layers where the poems differ
+    from the modern pairs and the control's difference has the same direction, a difference that "remains" --, the same modern pairs rewritten in hiragana, paired (``script``, either direction), and
     poems against modern pairs in models with untrained weights, one count per random seed (``untrained``, what the
     form of the input alone can do); ``script_same``: of the ``script`` layers, those that move the poems' way. A
     count of 0 is never read as "no difference": it says no layer passed."""
