@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from mixlib.course import readings as r
@@ -194,13 +195,18 @@ def test_one_sided_align_and_infl_readings_every_branch():
 def test_fixed_and_offset_readings_every_branch():
     claim = "論文の「決まった相対位置を見るヘッドがある」は、"
     raw = "論文の式（生の位置ベクトル）では、相対位置ごとの平均はどのヘッドでも最大で一様の 1.26 倍で、実際の注意に求める 1.5 倍に届かず、ほぼ一様である。"
-    assert r.fixed_reading(1.26, [(3, 1, 4.52), (7, -1, 2.0)], peak_min=1.5) == (
+    assert r.fixed_reading(1.26, [(3, 1, 4.52), (7, -1, 2.0)], peak_min=1.5, shares=[0.999, 0.62]) == (
         raw + "実際の入力の尺度で層正規化を通すと、H3（相対位置 +1、実際の尺度で一様の 4.5 倍）、H7（相対位置 -1、実際の尺度で一様の 2.0 倍）"
         "が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まる。"
-        "どれも隣の一語だけを見るので、skip-gram の窓というより、直前（直後）の一語を見る bigram に近い。" + claim
-        + "実際の入力の尺度で層正規化を通した位置ベクトルでなら手元のモデルでも見える")
-    wider = r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5)  # one head two back: no bigram sentence
+        "どれも重みの半分以上（少ないヘッドでも 62%）を隣の一語に置くので、skip-gram の窓というより、直前（直後）の一語を見る bigram に近い。"
+        + claim + "実際の入力の尺度で層正規化を通した位置ベクトルでなら手元のモデルでも見える")
+    window = r.fixed_reading(1.26, [(2, -1, 9.0), (5, -1, 3.1)], peak_min=1.5, shares=[0.999, 0.34])  # H5: 34% at -1, the rest around
+    assert ("どれももっとも重いのは隣の一語だが、H5（34%）は隣に置く重みが半分に満たず、残りは周りの相対位置に広がる"
+            "（一語だけを見る bigram より、狭い窓に近い）。") in window and "bigram に近い" not in window
+    wider = r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9, 0.9])  # one head two back: no bigram sentence
     assert "bigram" not in wider and "H7（相対位置 -2" in wider
+    with pytest.raises(ValueError, match="shares has 1 values for 2 heads"):
+        r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9])
     assert r.fixed_reading(1.26, [], peak_min=1.5) == (
         raw + "実際の入力の尺度で層正規化を通しても、0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まるヘッドはない。"
         + claim + "手元のモデルでは見えない")
@@ -427,3 +433,20 @@ def test_unused_pca_reading_both_branches():
     assert r.unused_pca_reading(0, 0.5) == "この語彙には予約トークン [unused…] がない"
     assert r.unused_pca_reading(994, 0.068) == (
         "予約トークン [unused…]（994 個）の座標の広がりは、ほかの単語の 7% しかなく、図ではほぼ一点に固まった濃い灰色の塊に見える")
+
+
+def test_tail_reading_every_branch_and_the_expected_count():
+    """The three branches, and the expected count the chapter passes: the share of random unit vectors (d = 384) whose
+    cosine with a fixed direction exceeds a threshold, from cos^2 ~ Beta(1/2, (d - 1)/2), against a simulation."""
+    from scipy.stats import beta
+
+    assert r.tail_reading(2000, 1000.0) == ("ヒストグラムの右の裾（コサインが正で大きい側）は、ランダムな方向の曲線より厚い"
+                                             "（ランダムな方向の平均 |cos| の 3 倍を超える組が 2,000 組、ランダムな方向なら約 1,000 組）")
+    assert "より薄い" in r.tail_reading(500, 1000.0) and "ほぼ同じ厚さ" in r.tail_reading(1999, 1000.0)
+    with pytest.raises(ValueError, match="expected=0"):
+        r.tail_reading(3, 0)
+    d, t = 384, 0.12
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200_000, d))
+    share = float((x[:, 0] / np.linalg.norm(x, axis=1) > t).mean())
+    assert abs(0.5 * beta.sf(t**2, 0.5, (d - 1) / 2) - share) < 0.002

@@ -69,7 +69,7 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unu
            "bias_reading", "layer_band", "band_claim", "paper_model_note",
            "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
            "ln_reading", "width_verdict", "agreement_verdict",
-           "ja_missing_reason", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
+           "ja_missing_reason", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -118,6 +118,20 @@ def unused_pca_reading(n_unused: int, spread_ratio: float) -> str:
         return "この語彙には予約トークン [unused…] がない"
     return (f"予約トークン [unused…]（{n_unused:,} 個）の座標の広がりは、ほかの単語の {100 * spread_ratio:.0f}% しかなく、"
             "図ではほぼ一点に固まった濃い灰色の塊に見える")
+
+
+def tail_reading(observed: int, expected: float) -> str:
+    """Whether the cosine histogram's right tail is heavier than random directions give: ``observed`` pairs above the
+    threshold (three times the random mean |cos|) against ``expected``, the number random directions would put there.
+    Heavier or lighter means at least twice or at most half as many."""
+    if expected <= 0 or observed < 0:
+        raise ValueError(f"observed={observed}, expected={expected}: give a count >= 0 and an expected count > 0.")
+    counts = f"（ランダムな方向の平均 |cos| の 3 倍を超える組が {observed:,} 組、ランダムな方向なら約 {expected:,.0f} 組）"
+    if observed >= 2 * expected:
+        return "ヒストグラムの右の裾（コサインが正で大きい側）は、ランダムな方向の曲線より厚い" + counts
+    if observed <= expected / 2:
+        return "ヒストグラムの右の裾（コサインが正で大きい側）は、ランダムな方向の曲線より薄い" + counts
+    return "ヒストグラムの右の裾（コサインが正で大きい側）は、ランダムな方向の曲線とほぼ同じ厚さである" + counts
 
 
 def unused_reading(is_unused: Sequence[bool], cos_tok: Sequence[float], n_high: Sequence[int], threshold: float) -> str:
@@ -339,21 +353,29 @@ def infl_reading(inflation: float) -> str:
 _FIXED_CLAIM = "論文の「決まった相対位置を見るヘッドがある」は、"
 
 
-def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, peak_min: float) -> str:
+def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, peak_min: float,
+                  shares: Sequence[float] = ()) -> str:
     """Figure 6's claim (some heads attend to a fixed relative position), from the position-only maps.
 
     ``raw_peak``: the largest per-offset mean of any head with the raw position vectors, in multiples of uniform;
     ``fixed``: ``(head, offset, times uniform)`` for the heads that settle on a non-zero offset at the real scale and
     in real attention; ``peak_min``: the multiple of uniform the chapter asks of real attention before it reads a peak,
-    asked of the raw maps too.
+    asked of the raw maps too; ``shares``: for each head of ``fixed``, the share of its real attention at that offset.
+    A head is called bigram-like only when its peak is a neighbour (offset ±1) holding at least half of its weight.
     """
+    if len(shares) != len(fixed):
+        raise ValueError(f"shares has {len(shares)} values for {len(fixed)} heads: give each fixed head's share of weight.")
     raw = (f"論文の式（生の位置ベクトル）では、相対位置ごとの平均はどのヘッドでも最大で一様の {raw_peak:.2f} 倍で、実際の注意に求める "
            f"{peak_min} 倍に届かず、ほぼ一様である。" if raw_peak < peak_min else
            f"論文の式（生の位置ベクトル）でも、相対位置ごとの平均が一様の {peak_min} 倍以上に集まるヘッドがある（最大 {raw_peak:.2f} 倍）。")
     if fixed:
         heads = "、".join(f"H{h}（相対位置 {offset:+d}、実際の尺度で一様の {times:.1f} 倍）" for h, offset, times in fixed)
-        near = ("どれも隣の一語だけを見るので、skip-gram の窓というより、直前（直後）の一語を見る bigram に近い。"
-                if all(abs(offset) == 1 for _, offset, _ in fixed) else "")
+        spread = [f"H{h}（{share:.0%}）" for (h, _, _), share in zip(fixed, shares) if share < 0.5]
+        near = "" if not all(abs(offset) == 1 for _, offset, _ in fixed) else (
+            f"どれも重みの半分以上（少ないヘッドでも {min(shares):.0%}）を隣の一語に置くので、skip-gram の窓というより、"
+            "直前（直後）の一語を見る bigram に近い。" if not spread else
+            f"どれももっとも重いのは隣の一語だが、{'、'.join(spread)}は隣に置く重みが半分に満たず、残りは周りの相対位置に広がる"
+            "（一語だけを見る bigram より、狭い窓に近い）。")
         return (raw + f"実際の入力の尺度で層正規化を通すと、{heads}が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に"
                 f"定まる。{near}{_FIXED_CLAIM}実際の入力の尺度で層正規化を通した位置ベクトルでなら手元のモデルでも見える")
     return (raw + "実際の入力の尺度で層正規化を通しても、0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まるヘッドはない。"
