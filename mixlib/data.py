@@ -33,8 +33,7 @@ import torch
 from .texts import has_content
 
 __all__ = ["PAD_CATEGORY", "PUNCTUATION", "MASK_COUNTS", "tokenize", "truncate_text", "mask_count", "mask_tokens",
-           "token_categories", "category_names",
-           "special_tokens_as_text"]
+           "token_categories", "category_names", "special_tokens_as_text"]
 
 #: Category given to padding positions (never counted in any statistic).
 PAD_CATEGORY = "[PAD]"
@@ -327,8 +326,8 @@ def truncate_text(enc: Any, text: str, n_tokens: int) -> str:
     as it was split (turning tokens back into text would put spaces between Japanese words, which changes how MeCab
     splits them, or write ``[UNK]`` as text). Beginnings are tried from the longest down (a token count does not
     grow steadily with the characters, so bisection could stop at a shorter one); where one more character adds two
-    tokens, the result has fewer than ``n_tokens``. Chapter 13
-    cuts modern sentences to the poems' lengths with it (a control whose lengths are equal by construction).
+    tokens, the result has fewer than ``n_tokens``. Chapter 13 cuts modern sentences to the poems' lengths with it
+    (a control whose lengths are equal by construction).
 
     Parameters
     ----------

@@ -38,8 +38,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["bootstrap_means", "percentile_interval", "simultaneous_interval", "difference_interval", "PermutationResult",
-           "permutation_test",
-           "paired_permutation_test", "match_lengths"]
+           "permutation_test", "paired_permutation_test", "match_lengths"]
 
 
 def _per_sequence(values: Any, what: str = "values") -> np.ndarray:

@@ -324,6 +324,11 @@ def test_truncate_text_on_japanese_like_text_and_errors():
 
     assert truncate_text(Chars(), "みずは ひゃくどで", 3) == "みずは"
     assert truncate_text(Chars(), "みずは ひゃくどで", 4) == "みずは ひ"
+    class Pairs:  # two tokens per character: not even the first character fits in one token
+        def tokenize(self, text):
+            return [p for c in text for p in (c, "##" + c)]
+
+    assert truncate_text(Pairs(), "あい", 1) == "" and truncate_text(Pairs(), "あい", 3) == "あ"
     with pytest.raises(ValueError, match="n_tokens=0"):
         truncate_text(Chars(), "あ", 0)
     with pytest.raises(TypeError, match="one str"):
