@@ -82,6 +82,7 @@ _LAZY = {
     "Overlap": "positional",
     "token_attention": "positional",
     "map_correlation": "positional",
+    "own_sieve": "positional",
     "psi_rank_agreement": "positional",
 }
 

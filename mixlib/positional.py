@@ -39,6 +39,7 @@ __all__ = [
     "position_std",
     "token_attention",
     "map_correlation",
+    "own_sieve",
     "psi_rank_agreement",
 ]
 
@@ -1091,6 +1092,68 @@ def map_correlation(A: Any, B: Any, *, n_perm: int = 200, seed: int = 0):
     df["margin"] = r - others.max(axis=1) if H > 1 else np.nan
     df["tv"] = 0.5 * np.abs(A - B).sum(-1).mean(-1)
     return df
+
+
+SIEVE_LABELS = ("distinct", "unsure", "indistinct", "not_own")
+
+
+def own_sieve(full: Any, half_a: Any, half_b: Any, *, margin: float = 0.05):
+    """Which heads keep their own position-only pattern in real attention, and how clearly.
+
+    The three frames come from :func:`map_correlation` of the same position-only
+    maps against the real mean map of all sequences (``full``, whose
+    ``survives`` is used) and of the two halves of the sequences
+    (``half_a``, ``half_b``; their null is not used).
+
+    Parameters
+    ----------
+    full, half_a, half_b : pandas.DataFrame
+        :func:`map_correlation` results with the same heads.
+    margin : float, default 0.05
+        How much higher a head's correlation with its own real map must be than
+        with the runner-up head's, in (0, 1).
+
+    Returns
+    -------
+    pandas.Series
+        Index ``head``; one of :data:`SIEVE_LABELS` per head:
+
+        ``"not_own"``
+            The head fails the null, or some other head's real map correlates
+            best with its position-only map (in the whole set or in either half).
+        ``"distinct"``
+            Its own real map is best and ahead of the runner-up by at least
+            ``margin`` in both halves.
+        ``"unsure"``
+            Ahead by ``margin`` in the whole set but not in both halves (the
+            halves' maps are noisier, so this cannot be decided).
+        ``"indistinct"``
+            Never ahead by ``margin``: the head cannot be told apart from another.
+
+    Raises
+    ------
+    ValueError
+        If the frames lack the columns or their heads differ, or ``margin`` is
+        not in (0, 1).
+    """
+    import pandas as pd
+
+    margin = float(margin)
+    if not 0 < margin < 1:
+        raise ValueError(f"margin must be in (0, 1); got {margin}.")
+    need = {"survives", "best_match", "margin"}
+    for name, df in (("full", full), ("half_a", half_a), ("half_b", half_b)):
+        if not isinstance(df, pd.DataFrame) or not need <= set(df.columns):
+            raise ValueError(f"{name} must be a map_correlation() result (columns {sorted(need)}).")
+        if not df.index.equals(full.index):
+            raise ValueError(f"{name} has heads {list(df.index)}, full has {list(full.index)}: compare the same maps.")
+    heads = full.index.to_numpy()
+    own = (full["survives"].to_numpy(bool) & (full["best_match"].to_numpy() == heads)
+           & (half_a["best_match"].to_numpy() == heads) & (half_b["best_match"].to_numpy() == heads))
+    halves = np.minimum(half_a["margin"].to_numpy(float), half_b["margin"].to_numpy(float)) >= margin
+    whole = full["margin"].to_numpy(float) >= margin
+    label = np.where(~own, "not_own", np.where(halves, "distinct", np.where(whole, "unsure", "indistinct")))
+    return pd.Series(label, index=full.index, name="sieve")
 
 
 # ---------------------------------------------------------------------------

@@ -46,7 +46,12 @@ def test_unused_reading_every_branch():
     assert r.unused_reading(unused, cos, [0] * 10, 0.122) == head + "。コサインが 0.12 を超える組はない"
     most = r.unused_reading(unused, cos, [3, 0, 0, 0, 1] + [0] * 5, 0.122)  # 3 of the 4 pairs above 0.12 are reserved
     assert most == head + ("。コサインが 0.12 を超える組の 75% が、この予約トークンの組である。右側の大きなコサインの半分以上は、"
-                           "単語と位置の組ごとの関係ではなく、通常の文に現れないこのトークン群がそろって全位置と同じ向きにずれていることから来る")
+                           "単語と位置の組ごとの関係ではなく、通常の文に現れないこのトークン群がそろって全位置と同じ向きにずれていることから来る"
+                           "（全位置とのコサインの平均が正の予約トークンは 100%）")
+    split = [0.50, -0.10] + cos[2:]  # the same tail from one reserved token while the other leans away: not "together"
+    apart = r.unused_reading(unused, split, [3, 0, 0, 0, 1] + [0] * 5, 0.122)
+    assert apart.endswith("。右側の大きなコサインの半分以上はこのトークン群の組から来るが、このトークン群がそろって同じ向きにずれているのではない"
+                          "（全位置とのコサインの平均が正の予約トークンは 50%）")
     some = r.unused_reading(unused, cos, [1, 0, 0, 0, 1, 1] + [0] * 4, 0.122)  # a third: under twice their 20% share
     assert some.endswith("。コサインが 0.12 を超える組の 33% が、この予約トークンの組である。語彙に占める割合と大差なく、"
                          "右側の大きなコサインはこのトークン群から来ているのではない")
@@ -153,15 +158,24 @@ def test_ortho_conclusion_every_branch(percentile, below, above, want):
 
 
 def test_own_reading_every_branch():
-    assert r.own_reading([], [], [], [], 0.05) == "位置のパターンが、そのヘッドに固有の形で実際の注意に残っているヘッドはない"
-    distinct = ("H3、H7 の位置のパターンは、実際の注意に、そのヘッドに固有の形で残っている（自分自身の実際の地図との相関が、"
-                "次に近いほかのヘッドより、系列の二つの半分のどちらでも 0.05 以上高い）")
-    assert r.own_reading([3, 7], [3, 7], [], [], 0.05) == distinct
-    none = "どのヘッドも、次に近いヘッドとの相関の差が系列の二つの半分のどちらかで 0.05 に届かず、固有の形とは確かめられない"
-    unsure = "H2 は、全系列の平均では差が 0.05 以上あるが、系列の半分では実際の地図が揺らいで差が縮むので、固有か共有かは決まらない"
-    shared = "H5、H6 は、自分自身の実際の地図がもっとも近いが、どの平均でも差が小さく、形はほかのヘッドと共有されている"
-    assert r.own_reading([2, 5, 6], [], [2], [5, 6], 0.05) == "。".join([none, unsure, shared])
-    assert r.own_reading([3, 7, 5, 6], [3, 7], [], [5, 6], 0.05) == "。".join([distinct, shared])
+    import pandas as pd
+
+    none_own = {0: "not_own", 1: "not_own"}
+    assert r.own_reading(none_own, none_own, 0.05) == "位置のパターンが、そのヘッドに固有の形で実際の注意に残っているヘッドはない"
+    both = ("H3、H7 の位置のパターンは、位置 0 を含めた地図でも除いた地図でも、実際の注意に、そのヘッドに固有の形で残っている"
+            "（自分自身の実際の地図との相関が、次に近いほかのヘッドより、系列の二つの半分のどちらでも 0.05 以上高い）")
+    neither = "位置 0 を含めた地図と除いた地図の両方で固有の形と確かめられるヘッドはない"
+    only0 = "H10 が固有に見えるのは位置 0 を含めた地図でだけで、位置 0 の行と列を除くと固有とは確かめられない（その判定は先頭への注意に頼っている）"
+    only_no0 = "H5 は位置 0 を除いた地図でだけ固有で、含めた地図では固有とは確かめられない"
+    rest = "H0、H11 は、自分自身の実際の地図がもっとも近い地図もあるが、次に近いヘッドとの差が小さいか系列の半分で縮むので、ほかのヘッドと区別できない"
+    d = "distinct"
+    assert r.own_reading({3: d, 7: d}, {3: d, 7: d}, 0.05) == both
+    # the chapter's case, as pandas Series: H10 distinct only with position 0, H5 only without, H0 unsure, H11 indistinct
+    with0 = pd.Series({0: "unsure", 3: d, 5: "indistinct", 7: d, 10: d, 11: "indistinct"})
+    without0 = pd.Series({0: "not_own", 3: d, 5: d, 7: d, 10: "not_own", 11: "not_own"})
+    assert r.own_reading(with0, without0, 0.05) == "。".join([both, only0, only_no0, rest])
+    assert r.own_reading({0: "unsure", 11: "not_own"}, {0: "not_own", 11: "indistinct"}, 0.05) == "。".join([neither, rest])
+    assert r.own_reading({10: d}, {10: "unsure"}, 0.05) == "。".join([neither, only0])
 
 
 def test_attn_and_worst_reading_every_branch():
@@ -429,10 +443,14 @@ def test_poem_controls_reading_every_branch():
         r.poem_controls_reading(12, 1, 1, 1, 1, [])
 
 
-def test_unused_pca_reading_both_branches():
+def test_unused_pca_reading_every_branch():
     assert r.unused_pca_reading(0, 0.5) == "この語彙には予約トークン [unused…] がない"
     assert r.unused_pca_reading(994, 0.068) == (
         "予約トークン [unused…]（994 個）の座標の広がりは、ほかの単語の 7% しかなく、図ではほぼ一点に固まった濃い灰色の塊に見える")
+    assert r.unused_pca_reading(994, 0.5) == (
+        "予約トークン [unused…]（994 個）の座標の広がりは、ほかの単語の 50% で、図ではほかの単語より狭くまとまった灰色の群れに見える")
+    assert r.unused_pca_reading(994, 0.9) == (
+        "予約トークン [unused…]（994 個）の座標の広がりは、ほかの単語の 90% で、ほかの単語とあまり変わらず、図では塊に見えない")
 
 
 def test_tail_reading_every_branch_and_the_expected_count():

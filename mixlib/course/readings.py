@@ -112,12 +112,17 @@ def top_pairs_reading(others: Sequence[tuple[str, int, float]]) -> str:
 
 
 def unused_pca_reading(n_unused: int, spread_ratio: float) -> str:
-    """What the tight clump of grey points in the joint PCA figure is: the reserved ``[unused…]`` tokens, whose
-    coordinates spread ``spread_ratio`` times as much as the other words' (mean standard deviation over the axes)."""
+    """What the grey points of the reserved ``[unused…]`` tokens look like in the joint PCA figure: their coordinates
+    spread ``spread_ratio`` times as much as the other words' (mean standard deviation over the axes). A quarter or
+    less reads as one clump, under three quarters as a tight group, more as no clump at all."""
     if not n_unused:
         return "この語彙には予約トークン [unused…] がない"
-    return (f"予約トークン [unused…]（{n_unused:,} 個）の座標の広がりは、ほかの単語の {100 * spread_ratio:.0f}% しかなく、"
-            "図ではほぼ一点に固まった濃い灰色の塊に見える")
+    head = f"予約トークン [unused…]（{n_unused:,} 個）の座標の広がりは、ほかの単語の {100 * spread_ratio:.0f}% "
+    if spread_ratio <= 0.25:
+        return head + "しかなく、図ではほぼ一点に固まった濃い灰色の塊に見える"
+    if spread_ratio < 0.75:
+        return head + "で、図ではほかの単語より狭くまとまった灰色の群れに見える"
+    return head + "で、ほかの単語とあまり変わらず、図では塊に見えない"
 
 
 def tail_reading(observed: int, expected: float) -> str:
@@ -135,7 +140,8 @@ def tail_reading(observed: int, expected: float) -> str:
 
 
 def unused_reading(is_unused: Sequence[bool], cos_tok: Sequence[float], n_high: Sequence[int], threshold: float) -> str:
-    """Where the right tail of the cosine histogram comes from: the reserved ``[unused…]`` tokens.
+    """Where the right tail of the cosine histogram comes from: the reserved ``[unused…]`` tokens (said to lean
+    together towards every position only when at least 90% of them have a positive mean cosine).
 
     Per token of the vocabulary: ``is_unused`` (a reserved ``[unused…]`` token), ``cos_tok`` (its mean cosine with
     every position) and ``n_high`` (the number of positions whose cosine with it exceeds ``threshold``)."""
@@ -150,8 +156,12 @@ def unused_reading(is_unused: Sequence[bool], cos_tok: Sequence[float], n_high: 
     share = n_high[is_unused].sum() / n_high.sum()
     head += f"。コサインが {threshold:.2f} を超える組の {100 * share:.0f}% が、この予約トークンの組である"
     if share >= 0.5:
-        return head + ("。右側の大きなコサインの半分以上は、単語と位置の組ごとの関係ではなく、通常の文に現れないこのトークン群が"
-                       "そろって全位置と同じ向きにずれていることから来る")
+        aligned = float((cos_tok[is_unused] > 0).mean())  # "そろって同じ向き" only if nearly all lean towards the positions
+        if aligned >= 0.9:
+            return head + ("。右側の大きなコサインの半分以上は、単語と位置の組ごとの関係ではなく、通常の文に現れないこのトークン群が"
+                           f"そろって全位置と同じ向きにずれていることから来る（全位置とのコサインの平均が正の予約トークンは {100 * aligned:.0f}%）")
+        return head + ("。右側の大きなコサインの半分以上はこのトークン群の組から来るが、このトークン群がそろって同じ向きにずれているのではない"
+                       f"（全位置とのコサインの平均が正の予約トークンは {100 * aligned:.0f}%）")
     if share >= 2 * n / is_unused.size:  # at least twice their share of the vocabulary
         return head + "。語彙に占める割合よりずっと多く、右側の大きなコサインの一部はこのトークン群のずれから来る"
     return head + "。語彙に占める割合と大差なく、右側の大きなコサインはこのトークン群から来ているのではない"
@@ -270,29 +280,36 @@ def ortho_conclusion(percentile: float, below: Sequence[int], above: Sequence[in
     return "中心化すると、単語と位置の関係はランダムに置いた場合と区別できない"
 
 
-def own_reading(own: Sequence[int], distinct: Sequence[int], unsure: Sequence[int], shared: Sequence[int],
-                margin: float) -> str:
-    """The heads whose real attention map matches their own position-only map best (``own``), split by how clearly
-    (the margins themselves are the chapter's table).
+def own_reading(with0: Mapping[int, str], without0: Mapping[int, str], margin: float) -> str:
+    """The heads whose real attention keeps their own position-only pattern, judged on the maps with and without
+    position 0 (a head's verdict can rest on the one cell query 0 → key 0).
 
     Parameters
     ----------
-    own : heads that pass the null and whose own map correlates best, in the whole sequence set and in both halves.
-    distinct : those ahead of the runner-up by at least ``margin`` in both halves.
-    unsure : ahead by ``margin`` in the whole set only.
-    shared : never ahead by ``margin``.
+    with0, without0 : head → label of :func:`mixlib.positional.own_sieve` (``"distinct"``, ``"unsure"``,
+        ``"indistinct"``, ``"not_own"``) on the whole maps and on the maps without position 0's row and column.
+    margin : the sieve's margin.
     """
-    if not own:
+    with0, without0 = dict(with0.items()), dict(without0.items())  # a pandas Series iterates over its values
+    heads = sorted(set(with0) | set(without0))
+    both = [h for h in heads if with0.get(h) == without0.get(h) == "distinct"]
+    only0 = [h for h in heads if with0.get(h) == "distinct" != without0.get(h)]
+    only_no0 = [h for h in heads if without0.get(h) == "distinct" != with0.get(h)]
+    rest = [h for h in heads if "distinct" not in (with0.get(h), without0.get(h))
+            and {with0.get(h), without0.get(h)} - {"not_own", None}]
+    if not (both or only0 or only_no0 or rest):
         return "位置のパターンが、そのヘッドに固有の形で実際の注意に残っているヘッドはない"
-    parts = [f"{listed(distinct, prefix='H')} の位置のパターンは、実際の注意に、そのヘッドに固有の形で残っている（自分自身の実際の"
-             f"地図との相関が、次に近いほかのヘッドより、系列の二つの半分のどちらでも {margin} 以上高い）" if distinct else
-             f"どのヘッドも、次に近いヘッドとの相関の差が系列の二つの半分のどちらかで {margin} に届かず、固有の形とは確かめられない"]
-    if unsure:
-        parts.append(f"{listed(unsure, prefix='H')} は、全系列の平均では差が {margin} 以上あるが、系列の半分では実際の地図が揺らいで"
-                     "差が縮むので、固有か共有かは決まらない")
-    if shared:
-        parts.append(f"{listed(shared, prefix='H')} は、自分自身の実際の地図がもっとも近いが、どの平均でも差が小さく、"
-                     "形はほかのヘッドと共有されている")
+    parts = [f"{listed(both, prefix='H')} の位置のパターンは、位置 0 を含めた地図でも除いた地図でも、実際の注意に、そのヘッドに固有の形で"
+             f"残っている（自分自身の実際の地図との相関が、次に近いほかのヘッドより、系列の二つの半分のどちらでも {margin} 以上高い）"
+             if both else "位置 0 を含めた地図と除いた地図の両方で固有の形と確かめられるヘッドはない"]
+    if only0:
+        parts.append(f"{listed(only0, prefix='H')} が固有に見えるのは位置 0 を含めた地図でだけで、位置 0 の行と列を除くと固有とは確かめられない"
+                     "（その判定は先頭への注意に頼っている）")
+    if only_no0:
+        parts.append(f"{listed(only_no0, prefix='H')} は位置 0 を除いた地図でだけ固有で、含めた地図では固有とは確かめられない")
+    if rest:
+        parts.append(f"{listed(rest, prefix='H')} は、自分自身の実際の地図がもっとも近い地図もあるが、次に近いヘッドとの差が小さいか"
+                     "系列の半分で縮むので、ほかのヘッドと区別できない")
     return "。".join(parts)
 
 
