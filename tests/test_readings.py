@@ -468,3 +468,16 @@ def test_tail_reading_every_branch_and_the_expected_count():
     x = rng.normal(size=(200_000, d))
     share = float((x[:, 0] / np.linalg.norm(x, axis=1) > t).mean())
     assert abs(0.5 * beta.sf(t**2, 0.5, (d - 1) / 2) - share) < 0.002
+
+
+def test_bottleneck_verdict_every_branch():
+    above = r.bottleneck_verdict([0.80, 0.62], 0.10)
+    assert above.startswith("どちらの対照でも、注意機構のモデルの区間は、予算を増やしたボトルネックのモデルの区間と重ならず、その上にある。")
+    assert above.endswith("固定長のボトルネックによる、と言える（各設定 1 回ずつの学習での判定）")
+    overlap = ("この実行では、注意機構のモデルの区間の少なくとも一つが、予算を増やしたボトルネックのモデルの区間と重なる（か、その下にある）。"
+               "したがって、この実行だけでは、差を固定長のボトルネックによるとは言えない")
+    assert r.bottleneck_verdict([0.80, 0.10], 0.10) == overlap  # the small model's interval touches the bottleneck's
+    assert r.bottleneck_verdict([0.05, 0.62], 0.10) == overlap
+    with pytest.raises(ValueError, match="attention_lows is empty"):
+        r.bottleneck_verdict([], 0.1)
+

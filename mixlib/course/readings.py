@@ -1,4 +1,4 @@
-"""Sentences that Part V's chapters print, chosen from the numbers a run computed.
+"""Sentences that the chapters print, chosen from the numbers a run computed.
 
 A chapter must read true on any model (bert-base-uncased on Colab, the packaged
 model offline, a Japanese BERT), so some of its sentences depend on what was
@@ -7,6 +7,10 @@ and not in the notebook: every branch is unit-tested (``tests/test_readings.py``
 asserts the sentence each one produces), so a sentence a given run never prints
 has still been read and checked. The notebook computes the numbers, passes them
 in, and glues what comes back.
+
+Chapter 5 (attention)
+---------------------
+* :func:`bottleneck_verdict` -- do the attention models beat the bottleneck model given more budget, by their intervals.
 
 Chapter 12 (word and position embeddings)
 -----------------------------------------
@@ -69,7 +73,7 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unu
            "bias_reading", "layer_band", "band_claim", "paper_model_note",
            "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
            "ln_reading", "width_verdict", "agreement_verdict",
-           "ja_missing_reason", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
+           "ja_missing_reason", "bottleneck_verdict", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -789,3 +793,21 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
     parts.append(f"同じ現代文をひらがなに書き換えると {script} / {n_layers} 層で値が動く（{way}書き換えはトークンの区切りと数も変える）"
                  if script else "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
     return "。".join(parts)
+
+
+# -- chapter 5 (attention) -----------------------------------------------------------------------------------------
+
+
+def bottleneck_verdict(attention_lows: Sequence[float], bottleneck_high: float) -> str:
+    """The controls of chapter 5: whether every attention model's 95% interval of exact matches on the long inputs
+    (their lower ends, ``attention_lows``: the full model and the one with fewer parameters than the bottleneck
+    model) lies above the interval of the bottleneck model given more budget (its upper end, ``bottleneck_high``)."""
+    if not len(attention_lows):
+        raise ValueError("attention_lows is empty: give the lower ends of the attention models' intervals.")
+    if min(attention_lows) > bottleneck_high:
+        return ("どちらの対照でも、注意機構のモデルの区間は、予算を増やしたボトルネックのモデルの区間と重ならず、その上にある。"
+                "したがって、この大きさのモデルと、試した予算の範囲では、長い入力での落ち込みの大部分は、学習不足でもパラメータの多さでもなく、"
+                "固定長のボトルネックによる、と言える（各設定 1 回ずつの学習での判定）")
+    return ("この実行では、注意機構のモデルの区間の少なくとも一つが、予算を増やしたボトルネックのモデルの区間と重なる（か、その下にある）。"
+            "したがって、この実行だけでは、"
+            "差を固定長のボトルネックによるとは言えない")
