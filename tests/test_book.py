@@ -185,7 +185,7 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "01_vectors_cosine": (159, 0, 0, 10, 0),
     "02_distributional": (222, 2, 4, 24, 5),
     "03_word2vec": (372, 1, 8, 27, 8),
-    "04_seq2seq": (250, 1, 4, 20, 5),
+    "04_seq2seq": (232, 0, 0, 19, 0),
     "05_attention": (167, 0, 0, 7, 0),
     "06_transformer": (276, 2, 0, 9, 0),
     "07_chihayafuru": (333, 1, 1, 35, 4),

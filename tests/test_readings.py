@@ -481,3 +481,31 @@ def test_bottleneck_verdict_every_branch():
     with pytest.raises(ValueError, match="attention_lows is empty"):
         r.bottleneck_verdict([], 0.1)
 
+
+def test_proportion_interval_against_scipy_and_its_edges():
+    from scipy.stats import binomtest
+
+    ci = binomtest(7, 40).proportion_ci()
+    assert r.proportion_interval(7, 40) == f"{ci.low:.0%}〜{ci.high:.0%}" == "7%〜33%"
+    assert r.proportion_interval(0, 0) == "区間なし（数える文がない）"
+    assert r.proportion_interval(5, 5).endswith("〜100%")
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        r.proportion_interval(6, 5)
+
+
+def test_people_verdict_both_branches():
+    assert r.people_verdict(0.01) == "形の正しい文のうち一致を誤る割合は、人の文でほかの型より高い（フィッシャーの正確検定、片側 p < 0.05。上の出力）"
+    assert r.people_verdict(0.05) == ("形の正しい文のうち一致を誤る割合が、人の文でほかの型より高いとは言えない"
+                                      "（フィッシャーの正確検定、片側 p ≥ 0.05。上の出力）")
+
+
+@pytest.mark.parametrize("before, after, want", [
+    (12, 20, "完全一致 0.5 以上を保つ最長の長さは 12 から 20 に伸びた"),
+    (12, 12, "完全一致 0.5 以上を保つ最長の長さは 12 のまま変わらなかった"),
+    (20, 12, "完全一致 0.5 以上を保つ最長の長さは 20 から 12 に縮んだ"),
+    (None, 9, "完全一致 0.5 以上を保つ長さは、1 倍の予算ではなかったが、予算を増やすと 9 まで届いた"),
+    (9, None, "完全一致 0.5 以上を保つ最長の長さは、1 倍の予算では 9 だったが、予算を増やすとなくなった"),
+    (None, None, "完全一致 0.5 以上を保つ長さは、どちらの予算でもない"),
+])
+def test_reach_reading_every_branch(before, after, want):
+    assert r.reach_reading(before, after) == want

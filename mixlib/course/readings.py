@@ -8,6 +8,12 @@ asserts the sentence each one produces), so a sentence a given run never prints
 has still been read and checked. The notebook computes the numbers, passes them
 in, and glues what comes back.
 
+Chapter 4 (seq2seq)
+-------------------
+* :func:`proportion_interval` -- a share's exact 95% interval, as text;
+* :func:`people_verdict` -- do the "people" sentences get agreement wrong more often than the others;
+* :func:`reach_reading` -- how the longest length reversed at least half the time moved with more budget.
+
 Chapter 5 (attention)
 ---------------------
 * :func:`bottleneck_verdict` -- do the attention models beat the bottleneck model given more budget, by their intervals.
@@ -73,7 +79,7 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unu
            "bias_reading", "layer_band", "band_claim", "paper_model_note",
            "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
            "ln_reading", "width_verdict", "agreement_verdict",
-           "ja_missing_reason", "bottleneck_verdict", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
+           "ja_missing_reason", "bottleneck_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -793,6 +799,46 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
     parts.append(f"同じ現代文をひらがなに書き換えると {script} / {n_layers} 層で値が動く（{way}書き換えはトークンの区切りと数も変える）"
                  if script else "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
     return "。".join(parts)
+
+
+# -- chapter 4 (seq2seq) -------------------------------------------------------------------------------------------
+
+
+def proportion_interval(k: int, n: int) -> str:
+    """``k`` of ``n`` as its exact (Clopper-Pearson) 95% interval in percent, ``"12%〜30%"``; with ``n == 0`` there is
+    nothing to count and no interval."""
+    if not 0 <= k <= n:
+        raise ValueError(f"k={k}, n={n}: give 0 <= k <= n.")
+    if n == 0:
+        return "区間なし（数える文がない）"
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(k), int(n)).proportion_ci()
+    return f"{ci.low:.0%}〜{ci.high:.0%}"
+
+
+def people_verdict(p_value: float, alpha: float = 0.05) -> str:
+    """Whether, among well-formed generated sentences, agreement fails more often in the "people" sentences than in
+    the others (one-sided Fisher exact test, ``p_value``)."""
+    if p_value < alpha:
+        return f"形の正しい文のうち一致を誤る割合は、人の文でほかの型より高い（フィッシャーの正確検定、片側 p < {alpha}。上の出力）"
+    return f"形の正しい文のうち一致を誤る割合が、人の文でほかの型より高いとは言えない（フィッシャーの正確検定、片側 p ≥ {alpha}。上の出力）"
+
+
+def reach_reading(before: int | None, after: int | None) -> str:
+    """The longest input length still reversed exactly at least half the time, with the base budget (``before``) and
+    with more (``after``); None where no length reaches it. A whole clause."""
+    if before is None and after is None:
+        return "完全一致 0.5 以上を保つ長さは、どちらの予算でもない"
+    if before is None:
+        return f"完全一致 0.5 以上を保つ長さは、1 倍の予算ではなかったが、予算を増やすと {after} まで届いた"
+    if after is None:
+        return f"完全一致 0.5 以上を保つ最長の長さは、1 倍の予算では {before} だったが、予算を増やすとなくなった"
+    if after > before:
+        return f"完全一致 0.5 以上を保つ最長の長さは {before} から {after} に伸びた"
+    if after == before:
+        return f"完全一致 0.5 以上を保つ最長の長さは {before} のまま変わらなかった"
+    return f"完全一致 0.5 以上を保つ最長の長さは {before} から {after} に縮んだ"
 
 
 # -- chapter 5 (attention) -----------------------------------------------------------------------------------------
