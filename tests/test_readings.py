@@ -509,3 +509,21 @@ def test_people_verdict_both_branches():
 ])
 def test_reach_reading_every_branch(before, after, want):
     assert r.reach_reading(before, after) == want
+
+
+@pytest.mark.parametrize("low, high, want", [(0.01, 0.2, "上"), (-0.2, -0.01, "下"), (-0.1, 0.1, "どちらとも"), (0.0, 0.1, "どちらとも")])
+def test_by_interval_every_branch(low, high, want):
+    assert r.by_interval(low, high, above="上", below="下", neither="どちらとも") == want
+
+
+def test_by_interval_refuses_a_reversed_interval():
+    with pytest.raises(ValueError, match="lower end first"):
+        r.by_interval(0.2, 0.1, above="上", below="下", neither="どちらとも")
+
+
+def test_offset_verdict_every_branch():
+    assert r.offset_verdict(30, ["国と首都", "時制"], ["性別"]) == "30 次元では、ずれ b − a が基準を上回ったのは国と首都・時制で、性別は基準との差を示せなかった"
+    assert r.offset_verdict(30, ["時制"], []) == "30 次元では、ずれ b − a が基準を上回ったのは時制"
+    assert r.offset_verdict(30, [], ["性別", "時制"]) == "30 次元では、ずれ b − a が基準を上回った関係はなかった。性別・時制は基準との差を示せなかった"
+    assert r.offset_verdict(30, [], []) == "30 次元では、ずれ b − a が基準を上回った関係はなかった"
+

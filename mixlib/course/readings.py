@@ -8,6 +8,14 @@ asserts the sentence each one produces), so a sentence a given run never prints
 has still been read and checked. The notebook computes the numbers, passes them
 in, and glues what comes back.
 
+Chapters 2-9 (any)
+------------------
+* :func:`by_interval` -- a label from where an interval of a difference lies: above 0, below 0, or across it.
+
+Chapter 2 (distributional vectors)
+----------------------------------
+* :func:`offset_verdict` -- the relations where the offset b − a beats the nearest-neighbour baseline.
+
 Chapter 4 (seq2seq)
 -------------------
 * :func:`proportion_interval` -- a share's exact 95% interval, as text;
@@ -79,7 +87,7 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unu
            "bias_reading", "layer_band", "band_claim", "paper_model_note",
            "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
            "ln_reading", "width_verdict", "agreement_verdict",
-           "ja_missing_reason", "bottleneck_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
+           "ja_missing_reason", "bottleneck_verdict", "by_interval", "offset_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -799,6 +807,41 @@ def poem_controls_reading(n_layers: int, poem: int, matched: int, no_punct: int,
     parts.append(f"同じ現代文をひらがなに書き換えると {script} / {n_layers} 層で値が動く（{way}書き換えはトークンの区切りと数も変える）"
                  if script else "同じ現代文をひらがなに書き換えても、補正して値が動く層はない（動かないことの証明ではない）")
     return "。".join(parts)
+
+
+# -- chapters 2-9 ----------------------------------------------------------------------------------------------------
+
+
+def by_interval(low: float, high: float, *, above: str, below: str, neither: str) -> str:
+    """``above`` when the interval [low, high] of a difference lies above 0, ``below`` when below, else ``neither``.
+
+    >>> by_interval(0.02, 0.10, above="PPMI が多い", below="回数が多い", neither="差があるとは言えない")
+    'PPMI が多い'
+    """
+    if not low <= high:
+        raise ValueError(f"low={low} > high={high}: give an interval's lower end first.")
+    if low > 0:
+        return above
+    if high < 0:
+        return below
+    return neither
+
+
+# -- chapter 2 (distributional vectors) ------------------------------------------------------------------------------
+
+
+def offset_verdict(k: int, shown: Sequence[str], not_shown: Sequence[str]) -> str:
+    """The relations where 3CosAdd (the offset b − a) beats the baseline "c's nearest neighbour" (the paired
+    difference's interval above 0: ``shown``), and those where it could not be shown (``not_shown``), at ``k``
+    dimensions."""
+    head = f"{k} 次元では、ずれ b − a が基準を上回った"
+    if shown and not_shown:
+        return head + f"のは{'・'.join(shown)}で、{'・'.join(not_shown)}は基準との差を示せなかった"
+    if shown:
+        return head + f"のは{'・'.join(shown)}"
+    if not_shown:
+        return head + f"関係はなかった。{'・'.join(not_shown)}は基準との差を示せなかった"
+    return head + "関係はなかった"
 
 
 # -- chapter 4 (seq2seq) -------------------------------------------------------------------------------------------
