@@ -1125,10 +1125,11 @@ def own_sieve(full: Any, half_a: Any, half_b: Any, *, margin: float = 0.05):
             Its own real map is best and ahead of the runner-up by at least
             ``margin`` in both halves.
         ``"unsure"``
-            Ahead by ``margin`` in the whole set but not in both halves (the
-            halves' maps are noisier, so this cannot be decided).
+            Ahead by ``margin`` in the whole set or in one half, but not in both
+            halves (the halves' maps are noisier, so this cannot be decided).
         ``"indistinct"``
-            Never ahead by ``margin``: the head cannot be told apart from another.
+            Ahead by less than ``margin`` in the whole set and in both halves:
+            the head cannot be told apart from another.
 
     Raises
     ------
@@ -1151,8 +1152,9 @@ def own_sieve(full: Any, half_a: Any, half_b: Any, *, margin: float = 0.05):
     own = (full["survives"].to_numpy(bool) & (full["best_match"].to_numpy() == heads)
            & (half_a["best_match"].to_numpy() == heads) & (half_b["best_match"].to_numpy() == heads))
     halves = np.minimum(half_a["margin"].to_numpy(float), half_b["margin"].to_numpy(float)) >= margin
-    whole = full["margin"].to_numpy(float) >= margin
-    label = np.where(~own, "not_own", np.where(halves, "distinct", np.where(whole, "unsure", "indistinct")))
+    anywhere = np.maximum.reduce([full["margin"].to_numpy(float), half_a["margin"].to_numpy(float),
+                                  half_b["margin"].to_numpy(float)]) >= margin
+    label = np.where(~own, "not_own", np.where(halves, "distinct", np.where(anywhere, "unsure", "indistinct")))
     return pd.Series(label, index=full.index, name="sieve")
 
 

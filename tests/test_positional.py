@@ -410,16 +410,16 @@ def test_own_sieve_every_label():
     from mixlib.positional import SIEVE_LABELS, own_sieve
 
     def frame(best, margin, survives=True):
-        return pd.DataFrame({"survives": survives, "best_match": best, "margin": margin}, index=pd.RangeIndex(6, name="head"))
+        return pd.DataFrame({"survives": survives, "best_match": best, "margin": margin}, index=pd.RangeIndex(7, name="head"))
 
-    #            head:  0     1     2     3     4     5
-    full = frame([0, 1, 2, 3, 4, 5], [0.20, 0.08, 0.01, 0.20, 0.20, 0.20], [True] * 5 + [False])
-    a = frame([0, 1, 2, 3, 9, 5], [0.06, 0.04, 0.02, 0.20, 0.20, 0.20])
-    b = frame([0, 1, 2, 7, 4, 5], [0.05, 0.30, 0.03, 0.20, 0.20, 0.20])
+    #            head:  0     1     2     3     4     5     6
+    full = frame([0, 1, 2, 3, 4, 5, 6], [0.20, 0.08, 0.01, 0.20, 0.20, 0.20, 0.04], [True] * 5 + [False, True])
+    a = frame([0, 1, 2, 3, 9, 5, 6], [0.06, 0.04, 0.02, 0.20, 0.20, 0.20, 0.08])
+    b = frame([0, 1, 2, 7, 4, 5, 6], [0.05, 0.30, 0.03, 0.20, 0.20, 0.20, 0.03])
     got = own_sieve(full, a, b, margin=0.05)
-    # 0: ahead by >= 0.05 in both halves; 1: in the whole set only; 2: nowhere; 3, 4: another head wins in one half;
-    # 5: fails the null
-    assert list(got) == ["distinct", "unsure", "indistinct", "not_own", "not_own", "not_own"]
+    # 0: ahead by >= 0.05 in both halves; 1: in the whole set and one half only; 2: nowhere; 3, 4: another head wins
+    # in one half; 5: fails the null; 6: ahead in one half only (the cold read's case: not "small in every average")
+    assert list(got) == ["distinct", "unsure", "indistinct", "not_own", "not_own", "not_own", "unsure"]
     assert set(got) <= set(SIEVE_LABELS) and got.index.equals(full.index)
     assert own_sieve(full, a, b, margin=0.04)[1] == "distinct"  # the margin is the rule's one knob
     with pytest.raises(ValueError, match="margin must be in"):

@@ -29,13 +29,18 @@ def test_cls_rank_reading_every_branch(raw, centred, want):
 
 
 def test_top_pairs_reading_every_branch():
-    assert r.top_pairs_reading([]) == "全組の上位 10 組は、[CLS] と [SEP] の組だけである"
-    assert r.top_pairs_reading([("the", 3, 0.2512), ("a", 7, -0.3)]) == (
+    assert r.top_pairs_reading([], top=1562) == "全組の上位 10 組は、[CLS] と [SEP] の組だけである"
+    assert r.top_pairs_reading([("the", 3, 0.2512, 0.1, 9000), ("a", 7, -0.3, -0.2, 4000)], top=1562) == (
         "全組の上位 10 組には、ほかに the と位置 3（+0.251）、a と位置 7（-0.300）も入る")
-    unused = r.top_pairs_reading([("[unused5]", 12, 0.41)])
-    assert unused.startswith("全組の上位 10 組には、ほかに [unused5] と位置 12（+0.410）も入る。[unused…] は通常の文からは")
-    assert "全位置とのコサインが平均して大きい（全位置に共通のずれ）" in unused  # the offset the histogram section shows
-    assert unused.endswith("この表だけでは決まらない（中心化したコサインは、あとの動く図で位置ごとに見られる）")  # hedged
+    note = "。[unused…] は通常の文からは作られない予約トークンで、全位置に共通のずれを持ちうる（ヒストグラムの節）"
+    kept = r.top_pairs_reading([("[unused80]", 127, 0.334, 0.253, 3)], top=1562)  # the cold read's pair: 3rd when centred
+    assert kept == ("全組の上位 10 組には、ほかに [unused80] と位置 127（+0.334）も入る" + note
+                    + "。[unused80] と位置 127 は、中心化すると +0.253（|cos| で全組の 3 番目）で、上位 0.01% に残るので、"
+                    "全位置に共通のずれだけでは説明できない")
+    shifted = r.top_pairs_reading([("the", 3, 0.25, 0.1, 9000), ("[unused5]", 12, 0.41, 0.02, 2_000_000)], top=1562)
+    assert shifted.endswith("。[unused5] と位置 12 は、中心化すると +0.020（|cos| で全組の 2,000,000 番目）で、上位 0.01% から外れるので、"
+                            "上位に入ったのは全位置に共通のずれのためと考えられる")
+    assert note in shifted
 
 
 def test_unused_reading_every_branch():
@@ -209,18 +214,28 @@ def test_one_sided_align_and_infl_readings_every_branch():
 def test_fixed_and_offset_readings_every_branch():
     claim = "論文の「決まった相対位置を見るヘッドがある」は、"
     raw = "論文の式（生の位置ベクトル）では、相対位置ごとの平均はどのヘッドでも最大で一様の 1.26 倍で、実際の注意に求める 1.5 倍に届かず、ほぼ一様である。"
-    assert r.fixed_reading(1.26, [(3, 1, 4.52), (7, -1, 2.0)], peak_min=1.5, shares=[0.999, 0.62]) == (
+    assert r.fixed_reading(1.26, [(3, 1, 4.52), (7, -1, 2.0)], peak_min=1.5, shares=[0.999, 0.62], windows=[1.0, 0.8],
+                           firsts=[0.0, 0.05]) == (
         raw + "実際の入力の尺度で層正規化を通すと、H3（相対位置 +1、実際の尺度で一様の 4.5 倍）、H7（相対位置 -1、実際の尺度で一様の 2.0 倍）"
         "が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まる。"
         "どれも重みの半分以上（少ないヘッドでも 62%）を隣の一語に置くので、skip-gram の窓というより、直前（直後）の一語を見る bigram に近い。"
         + claim + "実際の入力の尺度で層正規化を通した位置ベクトルでなら手元のモデルでも見える")
-    window = r.fixed_reading(1.26, [(2, -1, 9.0), (5, -1, 3.1)], peak_min=1.5, shares=[0.999, 0.34])  # H5: 34% at -1, the rest around
-    assert ("どれももっとも重いのは隣の一語だが、H5（34%）は隣に置く重みが半分に満たず、残りは周りの相対位置に広がる"
-            "（一語だけを見る bigram より、狭い窓に近い）。") in window and "bigram に近い" not in window
-    wider = r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9, 0.9])  # one head two back: no bigram sentence
-    assert "bigram" not in wider and "H7（相対位置 -2" in wider
-    with pytest.raises(ValueError, match="shares has 1 values for 2 heads"):
-        r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9])
+    # H5 as the cold read measured it: 26% at -1, 52% within ±2, 19% on the first token
+    window = r.fixed_reading(1.26, [(2, -1, 9.0), (5, -1, 3.1)], peak_min=1.5, shares=[0.999, 0.26], windows=[1.0, 0.52],
+                             firsts=[0.0, 0.19])
+    assert ("どれももっとも重いのは隣の一語だが、H5（隣に 26%、±2 の範囲に 52%、先頭の位置 0 に 19%）は隣に置く重みが半分に満たず、"
+            "重みの半分以上が ±2 の範囲にある（一語だけを見る bigram より、狭い窓に近い）。") in window and "bigram に近い" not in window
+    loose = r.fixed_reading(1.26, [(2, -1, 9.0), (5, -1, 3.1)], peak_min=1.5, shares=[0.3, 0.03], windows=[0.6, 0.1],
+                            firsts=[0.0, 0.5])  # H5 keeps 3% next door and sends half its weight to the first token
+    assert ("どれももっとも重いのは隣の一語だが、H2（隣に 30%、±2 の範囲に 60%、先頭の位置 0 に 0%）は隣に置く重みが半分に満たず、"
+            "重みの半分以上が ±2 の範囲にある（一語だけを見る bigram より、狭い窓に近い）。H5（隣に 3%、±2 の範囲に 10%、先頭の位置 0 に 50%）"
+            "は隣に置く重みが半分に満たず、±2 の範囲にも半分はない（決まった相対位置だけでは、このヘッドの注意は説明できない）。") in loose
+    wider = r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9, 0.9], windows=[1, 1], firsts=[0, 0])
+    assert "bigram" not in wider and "H7（相対位置 -2" in wider  # one head two back: no bigram sentence
+    with pytest.raises(ValueError, match="have 1, 2, 2 values for 2 heads"):
+        r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9], windows=[1, 1], firsts=[0, 0])
+    with pytest.raises(ValueError, match=r"heads \[1\] peak under 1.5 times uniform"):  # the cold read's H1: a flat map, 1.1x
+        r.fixed_reading(1.26, [(1, -1, 1.1)], peak_min=1.5, shares=[0.6], windows=[0.9], firsts=[0.0])
     assert r.fixed_reading(1.26, [], peak_min=1.5) == (
         raw + "実際の入力の尺度で層正規化を通しても、0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まるヘッドはない。"
         + claim + "手元のモデルでは見えない")

@@ -115,18 +115,26 @@ def cls_rank_reading(rank_raw: int, rank_centred: int, top: int) -> str:
     return "全組の上位 0.01% には入らず、順位の上でも例外とは言えない"
 
 
-_UNUSED_NOTE = ("。[unused…] は通常の文からは作られない予約トークンで、ヒストグラムの節で見たとおり、全位置とのコサインが"
-                "平均して大きい（全位置に共通のずれ）。その一つが中心化しない全組の上位に入るのが、そのずれのためか、"
-                "その位置との関係のためかは、この表だけでは決まらない（中心化したコサインは、あとの動く図で位置ごとに見られる）")
+_UNUSED_NOTE = "。[unused…] は通常の文からは作られない予約トークンで、全位置に共通のずれを持ちうる（ヒストグラムの節）"
 
 
-def top_pairs_reading(others: Sequence[tuple[str, int, float]]) -> str:
-    """The pairs among the ten largest that involve neither [CLS] nor [SEP]: ``(token, position, cos)`` each."""
+def top_pairs_reading(others: Sequence[tuple[str, int, float, float, int]], top: int) -> str:
+    """The pairs among the ten largest that involve neither [CLS] nor [SEP]: ``(token, position, cos, centred cos,
+    rank of the centred |cos| among all pairs)`` each. A reserved ``[unused…]`` token's pair is read by its centred
+    rank: still within the top ``top`` (0.01%), a shift shared by every position cannot explain it; outside, it can."""
     if not len(others):
         return "全組の上位 10 組は、[CLS] と [SEP] の組だけである"
-    listed = "、".join(f"{token} と位置 {position}（{cos:+.3f}）" for token, position, cos in others)
-    unused = any(str(token).startswith("[unused") for token, _, _ in others)
-    return f"全組の上位 10 組には、ほかに {listed}も入る" + (_UNUSED_NOTE if unused else "")
+    listed = "、".join(f"{token} と位置 {position}（{cos:+.3f}）" for token, position, cos, _, _ in others)
+    parts = [f"全組の上位 10 組には、ほかに {listed}も入る"]
+    for token, position, _, cos_c, rank_c in others:
+        if not str(token).startswith("[unused"):
+            continue
+        where = f"{token} と位置 {position} は、中心化すると {cos_c:+.3f}（|cos| で全組の {rank_c:,} 番目）で、"
+        parts.append(where + ("上位 0.01% に残るので、全位置に共通のずれだけでは説明できない" if rank_c <= top else
+                              "上位 0.01% から外れるので、上位に入ったのは全位置に共通のずれのためと考えられる"))
+    if len(parts) > 1:
+        parts[0] += _UNUSED_NOTE
+    return "。".join(parts)
 
 
 def unused_pca_reading(n_unused: int, spread_ratio: float) -> str:
@@ -389,28 +397,53 @@ _FIXED_CLAIM = "論文の「決まった相対位置を見るヘッドがある�
 
 
 def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, peak_min: float,
-                  shares: Sequence[float] = ()) -> str:
+                  shares: Sequence[float] = (), windows: Sequence[float] = (), firsts: Sequence[float] = (),
+                  window: int = 2) -> str:
     """Figure 6's claim (some heads attend to a fixed relative position), from the position-only maps.
 
     ``raw_peak``: the largest per-offset mean of any head with the raw position vectors, in multiples of uniform;
-    ``fixed``: ``(head, offset, times uniform)`` for the heads that settle on a non-zero offset at the real scale and
-    in real attention; ``peak_min``: the multiple of uniform the chapter asks of real attention before it reads a peak,
-    asked of the raw maps too; ``shares``: for each head of ``fixed``, the share of its real attention at that offset.
-    A head is called bigram-like only when its peak is a neighbour (offset ±1) holding at least half of its weight.
+    ``fixed``: ``(head, offset, times uniform)`` for the heads whose real attention settles on a non-zero offset and
+    whose real-scale position-only map peaks there too, at least ``peak_min`` times uniform (the multiple of uniform
+    the chapter asks of real attention before it reads a peak, asked of the raw maps too). For each head of
+    ``fixed``, in its real attention: ``shares``, the weight at that offset; ``windows``, the weight within
+    ±``window``; ``firsts``, the weight on the first token (an absolute position, outside the offsets).
+    A head is called bigram-like only when its peak is a neighbour (offset ±1) holding at least half of its weight,
+    and a narrow window only when at least half lies within ±``window``.
+
+    Raises ValueError if a fixed head's position-only peak is under ``peak_min`` (a flat map is not a fixed offset)
+    or the shares do not match the heads.
     """
-    if len(shares) != len(fixed):
-        raise ValueError(f"shares has {len(shares)} values for {len(fixed)} heads: give each fixed head's share of weight.")
+    if not len(shares) == len(windows) == len(firsts) == len(fixed):
+        raise ValueError(f"shares, windows and firsts have {len(shares)}, {len(windows)}, {len(firsts)} values for "
+                         f"{len(fixed)} heads: give each fixed head's shares of weight.")
+    flat = [h for h, _, times in fixed if times < peak_min]
+    if flat:
+        raise ValueError(f"heads {flat} peak under {peak_min} times uniform in the position-only map: they are flat, "
+                         "not fixed; select fixed heads with the same bar.")
     raw = (f"論文の式（生の位置ベクトル）では、相対位置ごとの平均はどのヘッドでも最大で一様の {raw_peak:.2f} 倍で、実際の注意に求める "
            f"{peak_min} 倍に届かず、ほぼ一様である。" if raw_peak < peak_min else
            f"論文の式（生の位置ベクトル）でも、相対位置ごとの平均が一様の {peak_min} 倍以上に集まるヘッドがある（最大 {raw_peak:.2f} 倍）。")
     if fixed:
         heads = "、".join(f"H{h}（相対位置 {offset:+d}、実際の尺度で一様の {times:.1f} 倍）" for h, offset, times in fixed)
-        spread = [f"H{h}（{share:.0%}）" for (h, _, _), share in zip(fixed, shares) if share < 0.5]
-        near = "" if not all(abs(offset) == 1 for _, offset, _ in fixed) else (
-            f"どれも重みの半分以上（少ないヘッドでも {min(shares):.0%}）を隣の一語に置くので、skip-gram の窓というより、"
-            "直前（直後）の一語を見る bigram に近い。" if not spread else
-            f"どれももっとも重いのは隣の一語だが、{'、'.join(spread)}は隣に置く重みが半分に満たず、残りは周りの相対位置に広がる"
-            "（一語だけを見る bigram より、狭い窓に近い）。")
+        spread = [(h, share, win, first) for (h, _, _), share, win, first in zip(fixed, shares, windows, firsts) if share < 0.5]
+        near = ""
+        if all(abs(offset) == 1 for _, offset, _ in fixed):
+            if not spread:
+                near = (f"どれも重みの半分以上（少ないヘッドでも {min(shares):.0%}）を隣の一語に置くので、skip-gram の窓というより、"
+                        "直前（直後）の一語を見る bigram に近い。")
+            else:
+                def say(group):
+                    return "、".join(f"H{h}（隣に {share:.0%}、±{window} の範囲に {win:.0%}、先頭の位置 0 に {first:.0%}）"
+                                    for h, share, win, first in group)
+                narrow = [x for x in spread if x[2] >= 0.5]
+                loose = [x for x in spread if x[2] < 0.5]
+                near = "どれももっとも重いのは隣の一語だが、"
+                if narrow:
+                    near += (f"{say(narrow)}は隣に置く重みが半分に満たず、重みの半分以上が ±{window} の範囲にある"
+                             "（一語だけを見る bigram より、狭い窓に近い）。")
+                if loose:
+                    near += (f"{say(loose)}は隣に置く重みが半分に満たず、±{window} の範囲にも半分はない"
+                             "（決まった相対位置だけでは、このヘッドの注意は説明できない）。")
         return (raw + f"実際の入力の尺度で層正規化を通すと、{heads}が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に"
                 f"定まる。{near}{_FIXED_CLAIM}実際の入力の尺度で層正規化を通した位置ベクトルでなら手元のモデルでも見える")
     return (raw + "実際の入力の尺度で層正規化を通しても、0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まるヘッドはない。"
