@@ -172,14 +172,18 @@ def test_own_reading_every_branch():
     neither = "位置 0 を含めた地図と除いた地図の両方で固有の形と確かめられるヘッドはない"
     only0 = "H10 が固有に見えるのは位置 0 を含めた地図でだけで、位置 0 の行と列を除くと固有とは確かめられない（その判定は先頭への注意に頼っている）"
     only_no0 = "H5 は位置 0 を除いた地図でだけ固有で、含めた地図では固有とは確かめられない"
-    rest = "H0、H11 は、自分自身の実際の地図がもっとも近い地図もあるが、次に近いヘッドとの差が小さいか系列の半分で縮むので、ほかのヘッドと区別できない"
+    unsure = ("H0 は、自分自身の実際の地図がもっとも近く、全系列の平均か系列の半分の一方では差が 0.05 以上あるが、二つの半分のどちらでもとは"
+              "言えないので、固有かどうかは決まらない")
+    indistinct = "H11 は、自分自身の実際の地図がもっとも近い地図もあるが、差がどの平均でも 0.05 に届かず、ほかのヘッドと区別できない"
     d = "distinct"
     assert r.own_reading({3: d, 7: d}, {3: d, 7: d}, 0.05) == both
     # the chapter's case, as pandas Series: H10 distinct only with position 0, H5 only without, H0 unsure, H11 indistinct
     with0 = pd.Series({0: "unsure", 3: d, 5: "indistinct", 7: d, 10: d, 11: "indistinct"})
     without0 = pd.Series({0: "not_own", 3: d, 5: d, 7: d, 10: "not_own", 11: "not_own"})
-    assert r.own_reading(with0, without0, 0.05) == "。".join([both, only0, only_no0, rest])
-    assert r.own_reading({0: "unsure", 11: "not_own"}, {0: "not_own", 11: "indistinct"}, 0.05) == "。".join([neither, rest])
+    assert r.own_reading(with0, without0, 0.05) == "。".join([both, only0, only_no0, unsure, indistinct])
+    assert r.own_reading({0: "unsure", 11: "not_own"}, {0: "not_own", 11: "indistinct"}, 0.05) == "。".join(
+        [neither, unsure, indistinct])
+    assert r.own_reading({0: "indistinct"}, {0: "unsure"}, 0.05) == "。".join([neither, unsure])  # unsure in either map
     assert r.own_reading({10: d}, {10: "unsure"}, 0.05) == "。".join([neither, only0])
 
 
@@ -234,6 +238,8 @@ def test_fixed_and_offset_readings_every_branch():
     assert "bigram" not in wider and "H7（相対位置 -2" in wider  # one head two back: no bigram sentence
     with pytest.raises(ValueError, match="have 1, 2, 2 values for 2 heads"):
         r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9], windows=[1, 1], firsts=[0, 0])
+    with pytest.raises(ValueError, match=r"in \[0, 1\]"):  # a sum of per-offset means can pass 100%: not a share
+        r.fixed_reading(1.26, [(2, -1, 9.0)], peak_min=1.5, shares=[0.99], windows=[1.01], firsts=[0.0])
     with pytest.raises(ValueError, match=r"heads \[1\] peak under 1.5 times uniform"):  # the cold read's H1: a flat map, 1.1x
         r.fixed_reading(1.26, [(1, -1, 1.1)], peak_min=1.5, shares=[0.6], windows=[0.9], firsts=[0.0])
     assert r.fixed_reading(1.26, [], peak_min=1.5) == (
@@ -243,9 +249,14 @@ def test_fixed_and_offset_readings_every_branch():
         "論文の式（生の位置ベクトル）でも、相対位置ごとの平均が一様の 1.5 倍以上に集まるヘッドがある（最大 1.50 倍）。実際の入力の尺度で")
     assert r.fixed_cell(1.26, [(3, 1), (7, -1)]) == "H3（+1）、H7（-1）（生の位置ベクトルでは最大でも一様の 1.26 倍）"
     assert r.fixed_cell(1.26, []) == "なし（生の位置ベクトルでは最大でも一様の 1.26 倍）"
-    assert r.offset_reading(True).startswith("地図全体の相関が高くても、注意がもっとも集まる相対位置までは")
-    assert r.offset_reading(True).endswith("地図の形が似ているという意味で、どこを一番見るかまでは言っていない")
-    assert r.offset_reading(False) == "これらのヘッドでは、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
+    other = r.offset_reading([2], [3, 4], [0])
+    assert other.startswith("地図全体の相関が高くても、注意がもっとも集まる相対位置までは")
+    assert other.endswith("地図の形が似ているという意味で、どこを一番見るかまでは言っていない")
+    assert r.offset_reading([2, 5], [], []) == "H2、H5 では、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
+    assert r.offset_reading([2, 5], [], [0, 11]) == ("H2、H5 では、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
+                                                     "（H0、H11 は、どちらかが相対位置に集まらないので比べられない）")
+    assert r.offset_reading([], [], [0, 11]) == ("自分自身と対応するどのヘッドでも、位置ベクトルだけの計算か実際の注意が相対位置に集まらず、"
+                                                 "もっとも集まる相対位置は比べられない")
 
 
 def test_psi_readings_every_branch():

@@ -323,6 +323,8 @@ def own_reading(with0: Mapping[int, str], without0: Mapping[int, str], margin: f
     only_no0 = [h for h in heads if without0.get(h) == "distinct" != with0.get(h)]
     rest = [h for h in heads if "distinct" not in (with0.get(h), without0.get(h))
             and {with0.get(h), without0.get(h)} - {"not_own", None}]
+    unsure = [h for h in rest if "unsure" in (with0.get(h), without0.get(h))]
+    indistinct = [h for h in rest if h not in unsure]
     if not (both or only0 or only_no0 or rest):
         return "位置のパターンが、そのヘッドに固有の形で実際の注意に残っているヘッドはない"
     parts = [f"{listed(both, prefix='H')} の位置のパターンは、位置 0 を含めた地図でも除いた地図でも、実際の注意に、そのヘッドに固有の形で"
@@ -333,9 +335,12 @@ def own_reading(with0: Mapping[int, str], without0: Mapping[int, str], margin: f
                      "（その判定は先頭への注意に頼っている）")
     if only_no0:
         parts.append(f"{listed(only_no0, prefix='H')} は位置 0 を除いた地図でだけ固有で、含めた地図では固有とは確かめられない")
-    if rest:
-        parts.append(f"{listed(rest, prefix='H')} は、自分自身の実際の地図がもっとも近い地図もあるが、次に近いヘッドとの差が小さいか"
-                     "系列の半分で縮むので、ほかのヘッドと区別できない")
+    if unsure:
+        parts.append(f"{listed(unsure, prefix='H')} は、自分自身の実際の地図がもっとも近く、全系列の平均か系列の半分の一方では差が {margin} "
+                     "以上あるが、二つの半分のどちらでもとは言えないので、固有かどうかは決まらない")
+    if indistinct:
+        parts.append(f"{listed(indistinct, prefix='H')} は、自分自身の実際の地図がもっとも近い地図もあるが、差がどの平均でも {margin} に届かず、"
+                     "ほかのヘッドと区別できない")
     return "。".join(parts)
 
 
@@ -416,6 +421,8 @@ def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, p
     if not len(shares) == len(windows) == len(firsts) == len(fixed):
         raise ValueError(f"shares, windows and firsts have {len(shares)}, {len(windows)}, {len(firsts)} values for "
                          f"{len(fixed)} heads: give each fixed head's shares of weight.")
+    if any(not 0 <= x <= 1 for x in (*shares, *windows, *firsts)):
+        raise ValueError("shares, windows and firsts must be shares of a row's weight, in [0, 1].")
     flat = [h for h, _, times in fixed if times < peak_min]
     if flat:
         raise ValueError(f"heads {flat} peak under {peak_min} times uniform in the position-only map: they are flat, "
@@ -455,13 +462,17 @@ def fixed_cell(raw_peak: float, fixed: Sequence[tuple[int, int]]) -> str:
     return ("、".join(f"H{h}（{offset:+d}）" for h, offset in fixed) or "なし") + f"（生の位置ベクトルでは最大でも一様の {raw_peak:.2f} 倍）"
 
 
-def offset_reading(any_other: bool) -> str:
-    """Whether the heads whose real map matches their own position-only map also peak at the same relative position
-    (``any_other``: some settle on another one)."""
-    if any_other:
+def offset_reading(same: Sequence[int], other: Sequence[int], rest: Sequence[int]) -> str:
+    """Whether the heads whose real map matches their own position-only map also peak at the same relative position:
+    ``same`` (both concentrate on one offset, the same), ``other`` (real attention settles on another offset), ``rest``
+    (no offset to compare: one of the two is flat, or the halves disagree)."""
+    if other:
         return ("地図全体の相関が高くても、注意がもっとも集まる相対位置までは位置ベクトルだけの計算で決まらないヘッドがある。"
                 "上の「位置のパターンが実際の注意に残っている」は、地図の形が似ているという意味で、どこを一番見るかまでは言っていない")
-    return "これらのヘッドでは、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
+    if same:
+        return (f"{listed(same, prefix='H')} では、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
+                + (f"（{listed(rest, prefix='H')} は、どちらかが相対位置に集まらないので比べられない）" if rest else ""))
+    return "自分自身と対応するどのヘッドでも、位置ベクトルだけの計算か実際の注意が相対位置に集まらず、もっとも集まる相対位置は比べられない"
 
 
 def psi_reading(n_zero: int, n_one: int, n_all: int) -> str:
