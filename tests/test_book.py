@@ -188,7 +188,7 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "04_seq2seq": (232, 0, 0, 19, 0),
     "05_attention": (167, 0, 0, 7, 0),
     "06_transformer": (251, 0, 0, 9, 0),
-    "07_chihayafuru": (333, 1, 1, 35, 4),
+    "07_chihayafuru": (250, 0, 0, 33, 0),
     "08_bert": (427, 0, 12, 33, 11),
     "09_sentence_vectors": (234, 0, 0, 18, 0),
     "10_mixing": (293, 0, 0, 50, 0),

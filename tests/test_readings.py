@@ -553,3 +553,13 @@ def test_offset_verdict_every_branch():
     assert r.offset_verdict(30, [], ["性別", "時制"]) == "30 次元では、ずれ b − a が基準を上回った関係はなかった。性別・時制は基準との差を示せなかった"
     assert r.offset_verdict(30, [], []) == "30 次元では、ずれ b − a が基準を上回った関係はなかった"
 
+
+@pytest.mark.parametrize("n_later, n_chars, want", [(3, 60, "遅く"), (29, 60, "遅く"), (30, 60, "早く"), (59, 60, "早く")])
+def test_learned_side_every_branch(n_later, n_chars, want):
+    assert r.learned_side(n_later, n_chars) == want
+
+
+def test_learned_side_refuses_impossible_counts():
+    with pytest.raises(ValueError, match="0 <= n_later < n_chars"):
+        r.learned_side(60, 60)
+

@@ -26,6 +26,10 @@ Chapter 5 (attention)
 ---------------------
 * :func:`bottleneck_verdict` -- do the attention models beat the bottleneck model given more budget, by their intervals.
 
+Chapter 7 (ちはやふる)
+---------------------
+* :func:`learned_side` -- is a character among those learned late or early.
+
 Chapter 12 (word and position embeddings)
 -----------------------------------------
 * :func:`reproduction_verdict` -- one number against the paper's;
@@ -87,7 +91,7 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unu
            "bias_reading", "layer_band", "band_claim", "paper_model_note",
            "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
            "ln_reading", "width_verdict", "agreement_verdict",
-           "ja_missing_reason", "bottleneck_verdict", "by_interval", "offset_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
+           "ja_missing_reason", "bottleneck_verdict", "learned_side", "by_interval", "offset_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -944,3 +948,15 @@ def bottleneck_verdict(attention_lows: Sequence[float], bottleneck_high: float) 
     return ("この実行では、注意機構のモデルの区間の少なくとも一つが、予算を増やしたボトルネックのモデルの区間と重なる（か、その下にある）。"
             "したがって、この実行だけでは、"
             "差を固定長のボトルネックによるとは言えない")
+
+
+# -- chapter 7 (ちはやふる) -----------------------------------------------------------------------------------------------
+
+
+def learned_side(n_later: int, n_chars: int) -> str:
+    """Which half a character's learning epoch falls in: ``遅く`` (late) when fewer than half of the ``n_chars``
+    characters were learned after it (``n_later``), else ``早く`` (early). Glued into 「…は{}覚えられた方に入る」."""
+    if not 0 <= n_later < max(n_chars, 1):
+        raise ValueError(f"n_later={n_later}, n_chars={n_chars}: give 0 <= n_later < n_chars.")
+    return "遅く" if n_later < n_chars / 2 else "早く"
+
