@@ -184,7 +184,7 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "00_environment": (118, 0, 0, 9, 0),
     "01_vectors_cosine": (159, 0, 0, 10, 0),
     "02_distributional": (211, 0, 0, 20, 0),
-    "03_word2vec": (372, 1, 8, 27, 8),
+    "03_word2vec": (242, 0, 0, 22, 0),
     "04_seq2seq": (232, 0, 0, 19, 0),
     "05_attention": (167, 0, 0, 7, 0),
     "06_transformer": (251, 0, 0, 9, 0),

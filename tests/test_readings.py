@@ -563,3 +563,40 @@ def test_learned_side_refuses_impossible_counts():
     with pytest.raises(ValueError, match="0 <= n_later < n_chars"):
         r.learned_side(60, 60)
 
+
+def test_listed_with_another_separator():
+    assert r.listed(["性別", "過去形"], sep="・") == "性別・過去形" and r.listed([], sep="・") == "なし"
+
+
+def test_beats_by_space_every_branch():
+    assert r.beats_by_space({"SGNS": ["国と首都", "過去形"], "CBOW": []}) == "SGNS では国と首都・過去形、CBOW ではどの関係でもない"
+    with pytest.raises(ValueError, match="beats is empty"):
+        r.beats_by_space({})
+
+
+@pytest.mark.parametrize("r_, slope, diff, want", [
+    (0.9, (0.9, 1.1), (-0.1, 0.2), "傾きの区間は 1 を、平均の差の区間は 0 を含むので、この設定でも等式と矛盾しない"),
+    (0.9, (0.5, 0.8), (-0.1, 0.2), "傾きの区間が 1 を含まないので、相関は高くても、等式そのものはこの設定では成り立っていない"),
+    (0.9, (0.9, 1.1), (-0.9, -0.2), "平均の差の区間が 0 を含まないので、相関は高くても、等式そのものはこの設定では成り立っていない"),
+    (0.7, (0.5, 0.8), (-0.9, -0.2), "傾きの区間が 1 を含まない、平均の差の区間が 0 を含まないので、相関は高くても、等式そのものはこの設定では成り立っていない"),
+    (0.05, (0.0, 0.1), (-0.9, -0.2), "傾きの区間が 1 を含まない、平均の差の区間が 0 を含まないうえ、相関も低く、等式はこの設定では成り立っていない"),
+])
+def test_lg_verdict_every_branch(r_, slope, diff, want):
+    assert r.lg_verdict(r_, slope, diff) == want
+
+
+def test_offset_agreement_reading_every_branch():
+    assert r.offset_agreement_reading("SGNS", 0.80, 0.20, 0.35) == (
+        "SGNS では 0.80 で、入れ替えた場合の平均 0.20 との差は 0.60、95 パーセンタイルを超えた")
+    assert r.offset_agreement_reading("SGNS", 0.30, 0.20, 0.35).endswith("95 パーセンタイルを超えなかった")
+    shared = r.offset_agreement_reading("MiniLM", 0.75, 0.62, 0.70)
+    assert shared.startswith("MiniLM では 0.75 で、入れ替えた場合の平均 0.62 との差は 0.13、95 パーセンタイルを超えた（入れ替えた組でも")
+    assert shared.endswith("その国に固有のそろいは差の分だけである）")
+
+
+def test_ja_offset_verdict_every_branch():
+    assert r.ja_offset_verdict([], ["性別"]) == "どの関係でも 3CosAdd の区間は基準の区間より上に離れておらず、ずれが学習されたとは言えない"
+    beats = "3CosAdd の正解率の 95% 区間が基準の区間より上に離れているのは国と首都・過去形で、これらの関係はベクトルのずれとして学習された"
+    assert r.ja_offset_verdict(["国と首都", "過去形"], []) == beats
+    assert r.ja_offset_verdict(["国と首都", "過去形"], ["性別"]) == beats + "。性別では基準との差が区間の中にあり、そうは言えない"
+

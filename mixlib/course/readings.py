@@ -16,6 +16,13 @@ Chapter 2 (distributional vectors)
 ----------------------------------
 * :func:`offset_verdict` -- the relations where the offset b − a beats the nearest-neighbour baseline.
 
+Chapter 3 (word2vec)
+--------------------
+* :func:`beats_by_space` -- per vector space, the relations where the offset beats the baseline;
+* :func:`lg_verdict` -- does SGNS's dot product equal PMI − log K (slope 1, mean difference 0), by their intervals;
+* :func:`offset_agreement_reading` -- do the capital − country offsets line up beyond shuffled pairings;
+* :func:`ja_offset_verdict` -- the Japanese relations learned as offsets, by non-overlapping intervals.
+
 Chapter 4 (seq2seq)
 -------------------
 * :func:`proportion_interval` -- a share's exact 95% interval, as text;
@@ -91,7 +98,7 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unu
            "bias_reading", "layer_band", "band_claim", "paper_model_note",
            "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
            "ln_reading", "width_verdict", "agreement_verdict",
-           "ja_missing_reason", "bottleneck_verdict", "learned_side", "by_interval", "offset_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
+           "ja_missing_reason", "bottleneck_verdict", "beats_by_space", "lg_verdict", "offset_agreement_reading", "ja_offset_verdict", "learned_side", "by_interval", "offset_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -246,9 +253,10 @@ def cls_spread_reading(raw: Mapping[str, Any], centred: Mapping[str, Any], *, ne
            else "を超えない。先頭付近の位置とのそろいは、偶然と区別できない"))
 
 
-def listed(items: Sequence[Any], prefix: str = "") -> str:
-    """``1、2、8`` (with ``prefix="H"``: ``H1、H2``, heads that cannot be read as numbers), or ``なし``."""
-    return "、".join(f"{prefix}{x}" for x in items) if len(items) else "なし"
+def listed(items: Sequence[Any], prefix: str = "", sep: str = "、") -> str:
+    """``1、2、8`` (with ``prefix="H"``: ``H1、H2``, heads that cannot be read as numbers; ``sep="・"``: ``1・2``), or
+    ``なし``."""
+    return sep.join(f"{prefix}{x}" for x in items) if len(items) else "なし"
 
 
 _SEPARATE = "「単語と位置は別の部分空間に住む」"
@@ -890,6 +898,52 @@ def offset_verdict(k: int, shown: Sequence[str], not_shown: Sequence[str]) -> st
     if not_shown:
         return head + f"関係はなかった。{'・'.join(not_shown)}は基準との差を示せなかった"
     return head + "関係はなかった"
+
+
+# -- chapter 3 (word2vec) ------------------------------------------------------------------------------------------
+
+
+def beats_by_space(beats: Mapping[str, Sequence[str]]) -> str:
+    """Per vector space (``name -> relations``), the relations where the offset b − a adds to the baseline "c's
+    nearest neighbour" (the paired difference's interval above 0): ``SGNS では国と首都・過去形、CBOW ではどの関係でもない``."""
+    if not beats:
+        raise ValueError("beats is empty: give each vector space's relations (an empty list where none).")
+    return "、".join(f"{name} では{'・'.join(rels)}" if len(rels) else f"{name} ではどの関係でもない" for name, rels in beats.items())
+
+
+def lg_verdict(r: float, slope_ci: Sequence[float], diff_ci: Sequence[float], *, high: float = 0.7) -> str:
+    """Levy and Goldberg's identity (SGNS's dot product = PMI − log K) holds only if the slope's interval contains 1
+    and the mean difference's (dot − (PMI − log K)) contains 0; a high correlation ``r`` (at least ``high``) alone
+    does not show it."""
+    misses = [f"{name}の区間が {target} を含まない" for name, (lo, hi), target in
+              (("傾き", slope_ci, 1), ("平均の差", diff_ci, 0)) if not lo <= target <= hi]
+    if not misses:
+        return "傾きの区間は 1 を、平均の差の区間は 0 を含むので、この設定でも等式と矛盾しない"
+    if r >= high:
+        return "、".join(misses) + "ので、相関は高くても、等式そのものはこの設定では成り立っていない"
+    return "、".join(misses) + "うえ、相関も低く、等式はこの設定では成り立っていない"
+
+
+def offset_agreement_reading(label: str, observed: float, null_mean: float, null_q95: float) -> str:
+    """The mean cosine between the offsets capital − country (``observed``) against pairings shuffled between
+    countries (their mean and 95th percentile). When even shuffled pairs line up (mean above 0.5), most of what looks
+    parallel is the general capital-minus-country direction, and only the difference belongs to each pair."""
+    text = (f"{label} では {observed:.2f} で、入れ替えた場合の平均 {null_mean:.2f} との差は {observed - null_mean:.2f}、"
+            + ("95 パーセンタイルを超えた" if observed > null_q95 else "95 パーセンタイルを超えなかった"))
+    if null_mean > 0.5:
+        text += ("（入れ替えた組でもずれがかなりそろうので、矢印が平行に見えるのは大部分が首都と国の一般的な違いの向きのためで、"
+                 "その国に固有のそろいは差の分だけである）")
+    return text
+
+
+def ja_offset_verdict(beats: Sequence[str], rest: Sequence[str]) -> str:
+    """The Japanese relations whose 3CosAdd interval lies above the baseline's (``beats``) and the others (``rest``)."""
+    if not beats:
+        return "どの関係でも 3CosAdd の区間は基準の区間より上に離れておらず、ずれが学習されたとは言えない"
+    text = f"3CosAdd の正解率の 95% 区間が基準の区間より上に離れているのは{'・'.join(beats)}で、これらの関係はベクトルのずれとして学習された"
+    if rest:
+        text += f"。{'・'.join(rest)}では基準との差が区間の中にあり、そうは言えない"
+    return text
 
 
 # -- chapter 4 (seq2seq) -------------------------------------------------------------------------------------------
