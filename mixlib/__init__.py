@@ -83,6 +83,7 @@ _LAZY = {
     "token_attention": "positional",
     "map_correlation": "positional",
     "own_sieve": "positional",
+    "offset_groups": "positional",
     "psi_rank_agreement": "positional",
 }
 

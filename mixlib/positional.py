@@ -40,6 +40,7 @@ __all__ = [
     "token_attention",
     "map_correlation",
     "own_sieve",
+    "offset_groups",
     "psi_rank_agreement",
 ]
 
@@ -1156,6 +1157,41 @@ def own_sieve(full: Any, half_a: Any, half_b: Any, *, margin: float = 0.05):
                                   half_b["margin"].to_numpy(float)]) >= margin
     label = np.where(~own, "not_own", np.where(halves, "distinct", np.where(anywhere, "unsure", "indistinct")))
     return pd.Series(label, index=full.index, name="sieve")
+
+
+OFFSET_GROUPS = ("same", "other", "posflat", "flat", "unsettled")
+
+
+def offset_groups(heads: Any, *, settled: Any, flat_pos: Any, flat_tok: Any, peak_pos: Any, peak_tok: Any) -> dict:
+    """Sort heads by whether their relative-offset peaks can be compared, position-only map against real attention.
+
+    Parameters
+    ----------
+    heads : sequence of int
+        The heads to sort (e.g. those whose real map matches their own position-only map).
+    settled, flat_pos, flat_tok, peak_pos, peak_tok : indexable by head
+        Real attention's peak offset agrees between the two halves of the sequences and clears the bar
+        (``settled``); the position-only / real profile stays under the bar (``flat_pos`` / ``flat_tok``); the
+        peak offsets (``peak_pos`` / ``peak_tok``).
+
+    Returns
+    -------
+    dict
+        Keys :data:`OFFSET_GROUPS`, each a list of heads; every head is in exactly one:
+        ``same`` (both concentrate on one offset, the same), ``other`` (both concentrate, on different offsets),
+        ``posflat`` (real attention settles, the position-only map is flat), ``flat`` (real attention is flat),
+        ``unsettled`` (real attention concentrates but the halves disagree on where).
+    """
+    groups: dict[str, list[int]] = {k: [] for k in OFFSET_GROUPS}
+    for h in heads:
+        if settled[h] and flat_tok[h]:
+            raise ValueError(f"head {h} is both settled and flat: settled must include clearing the bar.")
+        if settled[h]:
+            key = "posflat" if flat_pos[h] else ("same" if peak_pos[h] == peak_tok[h] else "other")
+        else:
+            key = "flat" if flat_tok[h] else "unsettled"
+        groups[key].append(int(h))
+    return groups
 
 
 # ---------------------------------------------------------------------------

@@ -430,6 +430,31 @@ def test_own_sieve_every_label():
         own_sieve(full, a.drop(columns="margin"), b)
 
 
+def test_offset_groups_is_a_partition_and_each_group_its_definition():
+    from mixlib.positional import OFFSET_GROUPS, offset_groups
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # random profiles: every head lands in exactly one group, the one its flags name
+        H = 12
+        flat_tok = rng.random(H) < 0.3
+        settled = ~flat_tok & (rng.random(H) < 0.7)
+        flat_pos = rng.random(H) < 0.3
+        peak_pos, peak_tok = rng.integers(-2, 3, H), rng.integers(-2, 3, H)
+        heads = sorted(rng.choice(H, size=rng.integers(0, H + 1), replace=False).tolist())
+        got = offset_groups(heads, settled=settled, flat_pos=flat_pos, flat_tok=flat_tok, peak_pos=peak_pos, peak_tok=peak_tok)
+        assert set(got) == set(OFFSET_GROUPS)
+        assert sorted(h for g in got.values() for h in g) == heads  # each head once
+        for h in got["same"]:
+            assert settled[h] and not flat_pos[h] and peak_pos[h] == peak_tok[h]
+        for h in got["other"]:
+            assert settled[h] and not flat_pos[h] and peak_pos[h] != peak_tok[h]
+        assert all(settled[h] and flat_pos[h] for h in got["posflat"])
+        assert all(flat_tok[h] for h in got["flat"])
+        assert all(not settled[h] and not flat_tok[h] for h in got["unsettled"])
+    with pytest.raises(ValueError, match="both settled and flat"):
+        offset_groups([0], settled=[True], flat_pos=[False], flat_tok=[True], peak_pos=[1], peak_tok=[1])
+
+
 # -- psi on words alone vs. on the real input (issue 9, C3) ----------------------------------------
 
 

@@ -172,18 +172,19 @@ def test_own_reading_every_branch():
     neither = "位置 0 を含めた地図と除いた地図の両方で固有の形と確かめられるヘッドはない"
     only0 = "H10 が固有に見えるのは位置 0 を含めた地図でだけで、位置 0 の行と列を除くと固有とは確かめられない（その判定は先頭への注意に頼っている）"
     only_no0 = "H5 は位置 0 を除いた地図でだけ固有で、含めた地図では固有とは確かめられない"
-    unsure = ("H0 は、自分自身の実際の地図がもっとも近く、全系列の平均か系列の半分の一方では差が 0.05 以上あるが、二つの半分のどちらでもとは"
-              "言えないので、固有かどうかは決まらない")
-    indistinct = "H11 は、自分自身の実際の地図がもっとも近い地図もあるが、差がどの平均でも 0.05 に届かず、ほかのヘッドと区別できない"
+    unsure = "固有かどうか決まらず（差が全系列の平均か半分の一方でだけ 0.05 以上）"
+    indistinct, indistinct_ = "ほかのヘッドと区別できず（差がどの平均でも 0.05 に届かない）", "ほかのヘッドと区別できない（差がどの平均でも 0.05 に届かない）"
+    not_own = "自分自身と対応しない（帰無分布を超えないか、ほかのヘッドの実際の地図のほうが近い）"
     d = "distinct"
     assert r.own_reading({3: d, 7: d}, {3: d, 7: d}, 0.05) == both
-    # the chapter's case, as pandas Series: H10 distinct only with position 0, H5 only without, H0 unsure, H11 indistinct
+    # the chapter's case, as pandas Series: each head said on both maps, as the table beside the sentence shows
     with0 = pd.Series({0: "unsure", 3: d, 5: "indistinct", 7: d, 10: d, 11: "indistinct"})
     without0 = pd.Series({0: "not_own", 3: d, 5: d, 7: d, 10: "not_own", 11: "not_own"})
-    assert r.own_reading(with0, without0, 0.05) == "。".join([both, only0, only_no0, unsure, indistinct])
-    assert r.own_reading({0: "unsure", 11: "not_own"}, {0: "not_own", 11: "indistinct"}, 0.05) == "。".join(
-        [neither, unsure, indistinct])
-    assert r.own_reading({0: "indistinct"}, {0: "unsure"}, 0.05) == "。".join([neither, unsure])  # unsure in either map
+    assert r.own_reading(with0, without0, 0.05) == "。".join([
+        both, only0, only_no0, f"H0 は、位置 0 を含めた地図では{unsure}、除いた地図では{not_own}",
+        f"H11 は、位置 0 を含めた地図では{indistinct}、除いた地図では{not_own}"])
+    assert r.own_reading({0: "unsure", 11: "unsure"}, {0: "indistinct", 11: "indistinct"}, 0.05) == "。".join(
+        [neither, f"H0、H11 は、位置 0 を含めた地図では{unsure}、除いた地図では{indistinct_}"])  # same verdicts: one sentence
     assert r.own_reading({10: d}, {10: "unsure"}, 0.05) == "。".join([neither, only0])
 
 
@@ -218,30 +219,32 @@ def test_one_sided_align_and_infl_readings_every_branch():
 def test_fixed_and_offset_readings_every_branch():
     claim = "論文の「決まった相対位置を見るヘッドがある」は、"
     raw = "論文の式（生の位置ベクトル）では、相対位置ごとの平均はどのヘッドでも最大で一様の 1.26 倍で、実際の注意に求める 1.5 倍に届かず、ほぼ一様である。"
-    assert r.fixed_reading(1.26, [(3, 1, 4.52), (7, -1, 2.0)], peak_min=1.5, shares=[0.999, 0.62], windows=[1.0, 0.8],
-                           firsts=[0.0, 0.05]) == (
+    assert r.fixed_reading(1.26, [(3, 1, 4.52), (7, -1, 2.0)], peak_min=1.5, shares=[0.999, 0.62],
+                           around=[(0.0, 1.0, 0.0, 0.0), (0.7, 0.1, 0.05, 0.05)]) == (
         raw + "実際の入力の尺度で層正規化を通すと、H3（相対位置 +1、実際の尺度で一様の 4.5 倍）、H7（相対位置 -1、実際の尺度で一様の 2.0 倍）"
         "が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まる。"
         "どれも重みの半分以上（少ないヘッドでも 62%）を隣の一語に置くので、skip-gram の窓というより、直前（直後）の一語を見る bigram に近い。"
         + claim + "実際の入力の尺度で層正規化を通した位置ベクトルでなら手元のモデルでも見える")
-    # H5 as the cold read measured it: 26% at -1, 52% within ±2, 19% on the first token
-    window = r.fixed_reading(1.26, [(2, -1, 9.0), (5, -1, 3.1)], peak_min=1.5, shares=[0.999, 0.26], windows=[1.0, 0.52],
-                             firsts=[0.0, 0.19])
-    assert ("どれももっとも重いのは隣の一語だが、H5（隣に 26%、±2 の範囲に 52%、先頭の位置 0 に 19%）は隣に置く重みが半分に満たず、"
-            "重みの半分以上が ±2 の範囲にある（一語だけを見る bigram より、狭い窓に近い）。") in window and "bigram に近い" not in window
-    loose = r.fixed_reading(1.26, [(2, -1, 9.0), (5, -1, 3.1)], peak_min=1.5, shares=[0.3, 0.03], windows=[0.6, 0.1],
-                            firsts=[0.0, 0.5])  # H5 keeps 3% next door and sends half its weight to the first token
-    assert ("どれももっとも重いのは隣の一語だが、H2（隣に 30%、±2 の範囲に 60%、先頭の位置 0 に 0%）は隣に置く重みが半分に満たず、"
-            "重みの半分以上が ±2 の範囲にある（一語だけを見る bigram より、狭い窓に近い）。H5（隣に 3%、±2 の範囲に 10%、先頭の位置 0 に 50%）"
-            "は隣に置く重みが半分に満たず、±2 の範囲にも半分はない（決まった相対位置だけでは、このヘッドの注意は説明できない）。") in loose
-    wider = r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9, 0.9], windows=[1, 1], firsts=[0, 0])
+    # H5 as the cold reads measured it: 26% next door, 44% on the two before, 2% on the two after, 8% on itself, 19% on
+    # the first token: the neighbours hold under half, so no window is claimed
+    h5 = r.fixed_reading(1.26, [(2, -1, 9.0), (5, -1, 3.1)], peak_min=1.5, shares=[0.999, 0.26],
+                         around=[(1.0, 0.0, 0.0, 0.0), (0.44, 0.02, 0.08, 0.19)])
+    assert ("どれももっとも重いのは隣の一語だが、H5（隣に 26%。直前の 2 語に 44%、直後の 2 語に 2%、自分自身に 8%、先頭の位置 0 に 19%）"
+            "は隣に置く重みが半分に満たず、前後 2 語（自分自身を除く）にも半分はない（決まった相対位置だけでは、このヘッドの注意は説明できない）。"
+            ) in h5 and "bigram に近い" not in h5 and "窓に近い" not in h5
+    one_sided = r.fixed_reading(1.26, [(5, -1, 3.1)], peak_min=1.5, shares=[0.30], around=[(0.60, 0.05, 0.1, 0.1)])
+    assert ("H5（隣に 30%。直前の 2 語に 60%、直後の 2 語に 5%、自分自身に 10%、先頭の位置 0 に 10%）は隣に置く重みが半分に満たず、"
+            "重みの半分以上が前後 2 語にある（一語だけを見る bigram より、片側だけの狭い窓に近い）。") in one_sided
+    two_sided = r.fixed_reading(1.26, [(5, -1, 3.1)], peak_min=1.5, shares=[0.30], around=[(0.35, 0.30, 0.1, 0.1)])
+    assert "重みの半分以上が前後 2 語にある（一語だけを見る bigram より、狭い窓に近い）。" in two_sided
+    wider = r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9, 0.9], around=[(0, 1, 0, 0)] * 2)
     assert "bigram" not in wider and "H7（相対位置 -2" in wider  # one head two back: no bigram sentence
-    with pytest.raises(ValueError, match="have 1, 2, 2 values for 2 heads"):
-        r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9], windows=[1, 1], firsts=[0, 0])
+    with pytest.raises(ValueError, match="have 1 and 2 values for 2 heads"):
+        r.fixed_reading(1.26, [(3, 1, 4.52), (7, -2, 2.0)], peak_min=1.5, shares=[0.9], around=[(0, 1, 0, 0)] * 2)
     with pytest.raises(ValueError, match=r"in \[0, 1\]"):  # a sum of per-offset means can pass 100%: not a share
-        r.fixed_reading(1.26, [(2, -1, 9.0)], peak_min=1.5, shares=[0.99], windows=[1.01], firsts=[0.0])
+        r.fixed_reading(1.26, [(2, -1, 9.0)], peak_min=1.5, shares=[0.99], around=[(1.01, 0, 0, 0)])
     with pytest.raises(ValueError, match=r"heads \[1\] peak under 1.5 times uniform"):  # the cold read's H1: a flat map, 1.1x
-        r.fixed_reading(1.26, [(1, -1, 1.1)], peak_min=1.5, shares=[0.6], windows=[0.9], firsts=[0.0])
+        r.fixed_reading(1.26, [(1, -1, 1.1)], peak_min=1.5, shares=[0.6], around=[(0.9, 0, 0, 0)])
     assert r.fixed_reading(1.26, [], peak_min=1.5) == (
         raw + "実際の入力の尺度で層正規化を通しても、0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に定まるヘッドはない。"
         + claim + "手元のモデルでは見えない")
@@ -253,10 +256,11 @@ def test_fixed_and_offset_readings_every_branch():
     assert other.startswith("地図全体の相関が高くても、注意がもっとも集まる相対位置までは")
     assert other.endswith("地図の形が似ているという意味で、どこを一番見るかまでは言っていない")
     assert r.offset_reading([2, 5], [], []) == "H2、H5 では、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
+    why = "どちらかが相対位置に集まらないか、実際の注意の集まる相対位置が二つの半分で食い違うので"
     assert r.offset_reading([2, 5], [], [0, 11]) == ("H2、H5 では、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
-                                                     "（H0、H11 は、どちらかが相対位置に集まらないので比べられない）")
-    assert r.offset_reading([], [], [0, 11]) == ("自分自身と対応するどのヘッドでも、位置ベクトルだけの計算か実際の注意が相対位置に集まらず、"
-                                                 "もっとも集まる相対位置は比べられない")
+                                                     f"（H0、H11 は、{why}比べられない）")
+    assert r.offset_reading([], [], [0, 11]) == f"自分自身と対応するヘッド（H0、H11）はどれも、{why}、もっとも集まる相対位置は比べられない"
+    assert r.offset_reading([], [], []) == "自分自身と対応するヘッドがないので、もっとも集まる相対位置を比べるヘッドもない"
 
 
 def test_psi_readings_every_branch():

@@ -335,8 +335,6 @@ def own_reading(with0: Mapping[int, str], without0: Mapping[int, str], margin: f
     only_no0 = [h for h in heads if without0.get(h) == "distinct" != with0.get(h)]
     rest = [h for h in heads if "distinct" not in (with0.get(h), without0.get(h))
             and {with0.get(h), without0.get(h)} - {"not_own", None}]
-    unsure = [h for h in rest if "unsure" in (with0.get(h), without0.get(h))]
-    indistinct = [h for h in rest if h not in unsure]
     if not (both or only0 or only_no0 or rest):
         return "位置のパターンが、そのヘッドに固有の形で実際の注意に残っているヘッドはない"
     parts = [f"{listed(both, prefix='H')} の位置のパターンは、位置 0 を含めた地図でも除いた地図でも、実際の注意に、そのヘッドに固有の形で"
@@ -347,12 +345,18 @@ def own_reading(with0: Mapping[int, str], without0: Mapping[int, str], margin: f
                      "（その判定は先頭への注意に頼っている）")
     if only_no0:
         parts.append(f"{listed(only_no0, prefix='H')} は位置 0 を除いた地図でだけ固有で、含めた地図では固有とは確かめられない")
-    if unsure:
-        parts.append(f"{listed(unsure, prefix='H')} は、自分自身の実際の地図がもっとも近く、全系列の平均か系列の半分の一方では差が {margin} "
-                     "以上あるが、二つの半分のどちらでもとは言えないので、固有かどうかは決まらない")
-    if indistinct:
-        parts.append(f"{listed(indistinct, prefix='H')} は、自分自身の実際の地図がもっとも近い地図もあるが、差がどの平均でも {margin} に届かず、"
-                     "ほかのヘッドと区別できない")
+    why = {"unsure": f"（差が全系列の平均か半分の一方でだけ {margin} 以上）",
+           "indistinct": f"（差がどの平均でも {margin} に届かない）",
+           "not_own": "（帰無分布を超えないか、ほかのヘッドの実際の地図のほうが近い）", None: ""}
+    first = {"unsure": "固有かどうか決まらず", "indistinct": "ほかのヘッドと区別できず", "not_own": "自分自身と対応せず",
+             None: "調べておらず"}  # the first clause in the continuative form
+    last = {"unsure": "固有かどうか決まらない", "indistinct": "ほかのヘッドと区別できない", "not_own": "自分自身と対応しない",
+            None: "調べていない"}
+    pairs: dict[tuple, list[int]] = {}
+    for h in rest:  # heads with the same verdicts on the two maps, in one sentence
+        pairs.setdefault((with0.get(h), without0.get(h)), []).append(h)
+    for (a, b), hs in pairs.items():
+        parts.append(f"{listed(hs, prefix='H')} は、位置 0 を含めた地図では{first[a]}{why[a]}、除いた地図では{last[b]}{why[b]}")
     return "。".join(parts)
 
 
@@ -414,27 +418,27 @@ _FIXED_CLAIM = "論文の「決まった相対位置を見るヘッドがある�
 
 
 def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, peak_min: float,
-                  shares: Sequence[float] = (), windows: Sequence[float] = (), firsts: Sequence[float] = (),
-                  window: int = 2) -> str:
+                  shares: Sequence[float] = (), around: Sequence[tuple[float, float, float, float]] = ()) -> str:
     """Figure 6's claim (some heads attend to a fixed relative position), from the position-only maps.
 
     ``raw_peak``: the largest per-offset mean of any head with the raw position vectors, in multiples of uniform;
     ``fixed``: ``(head, offset, times uniform)`` for the heads whose real attention settles on a non-zero offset and
     whose real-scale position-only map peaks there too, at least ``peak_min`` times uniform (the multiple of uniform
     the chapter asks of real attention before it reads a peak, asked of the raw maps too). For each head of
-    ``fixed``, in its real attention: ``shares``, the weight at that offset; ``windows``, the weight within
-    ±``window``; ``firsts``, the weight on the first token (an absolute position, outside the offsets).
-    A head is called bigram-like only when its peak is a neighbour (offset ±1) holding at least half of its weight,
-    and a narrow window only when at least half lies within ±``window``.
+    ``fixed``, in its real attention: ``shares``, the weight at that offset; ``around``, the weight on the two
+    tokens before, the two after, the token itself and the first token (an absolute position).
+    A head is called bigram-like only when its peak is a neighbour (offset ±1) holding at least half of its weight;
+    a narrow window only when the two tokens on each side (itself excluded, as in skip-gram) hold at least half,
+    said to be one-sided when one side holds less than a quarter of that.
 
-    Raises ValueError if a fixed head's position-only peak is under ``peak_min`` (a flat map is not a fixed offset)
-    or the shares do not match the heads.
+    Raises ValueError if a fixed head's position-only peak is under ``peak_min`` (a flat map is not a fixed offset),
+    the shares do not match the heads, or a share is outside [0, 1].
     """
-    if not len(shares) == len(windows) == len(firsts) == len(fixed):
-        raise ValueError(f"shares, windows and firsts have {len(shares)}, {len(windows)}, {len(firsts)} values for "
-                         f"{len(fixed)} heads: give each fixed head's shares of weight.")
-    if any(not 0 <= x <= 1 for x in (*shares, *windows, *firsts)):
-        raise ValueError("shares, windows and firsts must be shares of a row's weight, in [0, 1].")
+    if not len(shares) == len(around) == len(fixed):
+        raise ValueError(f"shares and around have {len(shares)} and {len(around)} values for {len(fixed)} heads: "
+                         "give each fixed head's shares of weight.")
+    if any(not 0 <= x <= 1 for x in (*shares, *(y for a in around for y in a))) or any(len(a) != 4 for a in around):
+        raise ValueError("shares and around (before, after, self, first) must be shares of a row's weight, in [0, 1].")
     flat = [h for h, _, times in fixed if times < peak_min]
     if flat:
         raise ValueError(f"heads {flat} peak under {peak_min} times uniform in the position-only map: they are flat, "
@@ -444,7 +448,7 @@ def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, p
            f"論文の式（生の位置ベクトル）でも、相対位置ごとの平均が一様の {peak_min} 倍以上に集まるヘッドがある（最大 {raw_peak:.2f} 倍）。")
     if fixed:
         heads = "、".join(f"H{h}（相対位置 {offset:+d}、実際の尺度で一様の {times:.1f} 倍）" for h, offset, times in fixed)
-        spread = [(h, share, win, first) for (h, _, _), share, win, first in zip(fixed, shares, windows, firsts) if share < 0.5]
+        spread = [(h, share, *a) for (h, _, _), share, a in zip(fixed, shares, around) if share < 0.5]
         near = ""
         if all(abs(offset) == 1 for _, offset, _ in fixed):
             if not spread:
@@ -452,16 +456,17 @@ def fixed_reading(raw_peak: float, fixed: Sequence[tuple[int, int, float]], *, p
                         "直前（直後）の一語を見る bigram に近い。")
             else:
                 def say(group):
-                    return "、".join(f"H{h}（隣に {share:.0%}、±{window} の範囲に {win:.0%}、先頭の位置 0 に {first:.0%}）"
-                                    for h, share, win, first in group)
-                narrow = [x for x in spread if x[2] >= 0.5]
-                loose = [x for x in spread if x[2] < 0.5]
+                    return "、".join(f"H{h}（隣に {share:.0%}。直前の 2 語に {before:.0%}、直後の 2 語に {after:.0%}、自分自身に {self_:.0%}、"
+                                    f"先頭の位置 0 に {first:.0%}）" for h, share, before, after, self_, first in group)
+                narrow = [x for x in spread if x[2] + x[3] >= 0.5]
+                loose = [x for x in spread if x[2] + x[3] < 0.5]
                 near = "どれももっとも重いのは隣の一語だが、"
                 if narrow:
-                    near += (f"{say(narrow)}は隣に置く重みが半分に満たず、重みの半分以上が ±{window} の範囲にある"
-                             "（一語だけを見る bigram より、狭い窓に近い）。")
+                    sided = all(min(x[2], x[3]) < (x[2] + x[3]) / 4 for x in narrow)
+                    near += (f"{say(narrow)}は隣に置く重みが半分に満たず、重みの半分以上が前後 2 語にある"
+                             f"（一語だけを見る bigram より、{'片側だけの' if sided else ''}狭い窓に近い）。")
                 if loose:
-                    near += (f"{say(loose)}は隣に置く重みが半分に満たず、±{window} の範囲にも半分はない"
+                    near += (f"{say(loose)}は隣に置く重みが半分に満たず、前後 2 語（自分自身を除く）にも半分はない"
                              "（決まった相対位置だけでは、このヘッドの注意は説明できない）。")
         return (raw + f"実際の入力の尺度で層正規化を通すと、{heads}が 0 でない決まった相対位置に集まり、実際の注意でも同じ相対位置に"
                 f"定まる。{near}{_FIXED_CLAIM}実際の入力の尺度で層正規化を通した位置ベクトルでなら手元のモデルでも見える")
@@ -477,14 +482,18 @@ def fixed_cell(raw_peak: float, fixed: Sequence[tuple[int, int]]) -> str:
 def offset_reading(same: Sequence[int], other: Sequence[int], rest: Sequence[int]) -> str:
     """Whether the heads whose real map matches their own position-only map also peak at the same relative position:
     ``same`` (both concentrate on one offset, the same), ``other`` (real attention settles on another offset), ``rest``
-    (no offset to compare: one of the two is flat, or the halves disagree)."""
+    (no offset to compare: one of the two is flat, or the halves disagree); the groups of
+    :func:`mixlib.positional.offset_groups`."""
     if other:
         return ("地図全体の相関が高くても、注意がもっとも集まる相対位置までは位置ベクトルだけの計算で決まらないヘッドがある。"
                 "上の「位置のパターンが実際の注意に残っている」は、地図の形が似ているという意味で、どこを一番見るかまでは言っていない")
+    why = "どちらかが相対位置に集まらないか、実際の注意の集まる相対位置が二つの半分で食い違うので"
     if same:
         return (f"{listed(same, prefix='H')} では、注意がもっとも集まる相対位置まで、位置ベクトルだけの計算と実際の注意で一致する"
-                + (f"（{listed(rest, prefix='H')} は、どちらかが相対位置に集まらないので比べられない）" if rest else ""))
-    return "自分自身と対応するどのヘッドでも、位置ベクトルだけの計算か実際の注意が相対位置に集まらず、もっとも集まる相対位置は比べられない"
+                + (f"（{listed(rest, prefix='H')} は、{why}比べられない）" if rest else ""))
+    if rest:
+        return f"自分自身と対応するヘッド（{listed(rest, prefix='H')}）はどれも、{why}、もっとも集まる相対位置は比べられない"
+    return "自分自身と対応するヘッドがないので、もっとも集まる相対位置を比べるヘッドもない"
 
 
 def psi_reading(n_zero: int, n_one: int, n_all: int) -> str:
