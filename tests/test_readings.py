@@ -604,3 +604,25 @@ def test_ja_offset_verdict_every_branch():
     assert r.ja_offset_verdict(["国と首都", "過去形"], []) == beats
     assert r.ja_offset_verdict(["国と首都", "過去形"], ["性別"]) == beats + "。性別では基準との差が区間の中にあり、そうは言えない"
 
+
+def test_listed_says_what_none_is():
+    assert r.listed([], none="一つもない") == "一つもない" and r.listed(["a"], none="一つもない") == "a"
+
+
+def test_chapter8_readings_every_branch():
+    assert r.interval_contains(0.45, 0.55, 0.5) == "含む" and r.interval_contains(0.51, 0.6, 0.5) == "含まない"
+    assert r.interval_contains(0.5, 0.5, 0.5) == "含む"
+    with pytest.raises(ValueError, match="lower end first"):
+        r.interval_contains(0.6, 0.5, 0.5)
+    assert r.all_or_some(7, 7) == "7 列すべてで" and r.all_or_some(5, 7) == "7 列のうち 5 列で"
+    assert r.all_or_some(0, 3, unit="課題") == "3 課題のうち 0 課題で"
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        r.all_or_some(8, 7)
+    assert r.safe_choice_reading({"MNLI": 0.2, "NER": 0.3}, {"MNLI": 0.5, "NER": 0.3}).startswith(
+        "80/10/10 は、各列の最良との差がどの列でも物差しの内側にある")  # at the yardstick still inside
+    assert r.safe_choice_reading({"MNLI": 0.9, "NER": 0.3, "POS": 2.0}, {"MNLI": 0.5, "NER": 0.4, "POS": 1.0}) == (
+        "80/10/10 と最良との差が物差しを超える列がある（MNLI・POS）。")
+    assert r.tense_reading(True, True) == "左右どちらの手がかりも読まれている"
+    assert r.tense_reading(True, False) == r.tense_reading(False, True) == r.tense_reading(False, False) == (
+        "少なくとも一方の手がかりが読まれている証拠はない")
+

@@ -37,6 +37,13 @@ Chapter 7 (ちはやふる)
 ---------------------
 * :func:`learned_side` -- is a character among those learned late or early.
 
+Chapter 8 (BERT)
+----------------
+* :func:`interval_contains` -- ``含む`` or ``含まない``: does an interval contain a value;
+* :func:`all_or_some` -- ``7 列すべてで`` or ``7 列のうち 5 列で``;
+* :func:`safe_choice_reading` -- is 80/10/10 within the yardstick of each column's best;
+* :func:`tense_reading` -- are both the left and the right cue read.
+
 Chapter 12 (word and position embeddings)
 -----------------------------------------
 * :func:`reproduction_verdict` -- one number against the paper's;
@@ -98,7 +105,7 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unu
            "bias_reading", "layer_band", "band_claim", "paper_model_note",
            "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
            "ln_reading", "width_verdict", "agreement_verdict",
-           "ja_missing_reason", "bottleneck_verdict", "beats_by_space", "lg_verdict", "offset_agreement_reading", "ja_offset_verdict", "learned_side", "by_interval", "offset_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
+           "ja_missing_reason", "bottleneck_verdict", "interval_contains", "all_or_some", "safe_choice_reading", "tense_reading", "beats_by_space", "lg_verdict", "offset_agreement_reading", "ja_offset_verdict", "learned_side", "by_interval", "offset_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -253,10 +260,10 @@ def cls_spread_reading(raw: Mapping[str, Any], centred: Mapping[str, Any], *, ne
            else "を超えない。先頭付近の位置とのそろいは、偶然と区別できない"))
 
 
-def listed(items: Sequence[Any], prefix: str = "", sep: str = "、") -> str:
+def listed(items: Sequence[Any], prefix: str = "", sep: str = "、", none: str = "なし") -> str:
     """``1、2、8`` (with ``prefix="H"``: ``H1、H2``, heads that cannot be read as numbers; ``sep="・"``: ``1・2``), or
-    ``なし``."""
-    return sep.join(f"{prefix}{x}" for x in items) if len(items) else "なし"
+    ``none`` (``なし``) when there are none."""
+    return sep.join(f"{prefix}{x}" for x in items) if len(items) else none
 
 
 _SEPARATE = "「単語と位置は別の部分空間に住む」"
@@ -1022,4 +1029,38 @@ def learned_side(n_later: int, n_chars: int) -> str:
     if not 0 <= n_later < max(n_chars, 1):
         raise ValueError(f"n_later={n_later}, n_chars={n_chars}: give 0 <= n_later < n_chars.")
     return "遅く" if n_later < n_chars / 2 else "早く"
+
+
+# -- chapter 8 (BERT) ------------------------------------------------------------------------------------------------
+
+
+def interval_contains(low: float, high: float, value: float) -> str:
+    """``含む`` when ``low <= value <= high``, else ``含まない``."""
+    if not low <= high:
+        raise ValueError(f"low={low} > high={high}: give an interval's lower end first.")
+    return "含む" if low <= value <= high else "含まない"
+
+
+def all_or_some(k: int, n: int, unit: str = "列") -> str:
+    """``7 列すべてで`` when ``k == n``, else ``7 列のうち 5 列で`` (``unit``: the counter word)."""
+    if not 0 <= k <= n:
+        raise ValueError(f"k={k}, n={n}: give 0 <= k <= n.")
+    return f"{n} {unit}すべてで" if k == n else f"{n} {unit}のうち {k} {unit}で"
+
+
+def safe_choice_reading(gap_best: Mapping[str, float], yardstick: Mapping[str, float]) -> str:
+    """BERT's masking table: is 80/10/10 within the yardstick of each column's best setting (``gap_best``: best minus
+    80/10/10 per column; ``yardstick``: the half-width of a difference's 95% interval per column)?"""
+    over = [c for c, gap in gap_best.items() if gap > yardstick[c]]
+    if not over:
+        return "80/10/10 は、各列の最良との差がどの列でも物差しの内側にある、という意味で無難な選択であって、最良であることが示されたわけではない。"
+    return "80/10/10 と最良との差が物差しを超える列がある（" + "・".join(over) + "）。"
+
+
+def tense_reading(time_read: bool, object_read: bool) -> str:
+    """The small BERT's tense blanks: is the left cue (the time word) read, and the right one (the object)? Each is
+    shown by a minimal-pair group that the model changes correctly throughout."""
+    if time_read and object_read:
+        return "左右どちらの手がかりも読まれている"
+    return "少なくとも一方の手がかりが読まれている証拠はない"
 
