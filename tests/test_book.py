@@ -189,7 +189,7 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "05_attention": (167, 0, 0, 7, 0),
     "06_transformer": (251, 0, 0, 9, 0),
     "07_chihayafuru": (250, 0, 0, 33, 0),
-    "08_bert": (312, 0, 0, 31, 0),
+    "08_bert": (249, 0, 0, 31, 0),
     "09_sentence_vectors": (234, 0, 0, 18, 0),
     "10_mixing": (293, 0, 0, 50, 0),
     "11_norm_stretch": (268, 0, 0, 72, 0),
