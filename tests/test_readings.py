@@ -582,8 +582,8 @@ def test_beats_by_space_every_branch():
     (0.9, (0.9, 1.1), (-0.1, 0.2), "傾きの区間は 1 を、平均の差の区間は 0 を含むので、この設定でも等式と矛盾しない"),
     (0.9, (0.5, 0.8), (-0.1, 0.2), "傾きの区間が 1 を含まないので、相関は高くても、等式そのものはこの設定では成り立っていない"),
     (0.9, (0.9, 1.1), (-0.9, -0.2), "平均の差の区間が 0 を含まないので、相関は高くても、等式そのものはこの設定では成り立っていない"),
-    (0.7, (0.5, 0.8), (-0.9, -0.2), "傾きの区間が 1 を含まない、平均の差の区間が 0 を含まないので、相関は高くても、等式そのものはこの設定では成り立っていない"),
-    (0.05, (0.0, 0.1), (-0.9, -0.2), "傾きの区間が 1 を含まない、平均の差の区間が 0 を含まないうえ、相関も低く、等式はこの設定では成り立っていない"),
+    (0.7, (0.5, 0.8), (-0.9, -0.2), "傾きの区間が 1 を含まず、平均の差の区間が 0 を含まないので、相関は高くても、等式そのものはこの設定では成り立っていない"),
+    (0.05, (0.0, 0.1), (-0.9, -0.2), "傾きの区間が 1 を含まず、平均の差の区間が 0 を含まないうえ、相関も低く、等式はこの設定では成り立っていない"),
 ])
 def test_lg_verdict_every_branch(r_, slope, diff, want):
     assert r.lg_verdict(r_, slope, diff) == want
@@ -625,4 +625,33 @@ def test_chapter8_readings_every_branch():
     assert r.tense_reading(True, True) == "左右どちらの手がかりも読まれている"
     assert r.tense_reading(True, False) == r.tense_reading(False, True) == r.tense_reading(False, False) == (
         "少なくとも一方の手がかりが読まれている証拠はない")
+
+
+def test_lg_relation_and_famous_readings_every_branch():
+    assert r.lg_relation_reading(0.87).startswith("それでも、予測による方法の内積が数え上げの PMI と強く相関する")
+    assert r.lg_relation_reading(0.05) == "この設定では内積と PMI の相関も 0.05 と低く、二つの方法が近いとは、ここからは言えない"
+    assert r.famous_reading(3, 3).startswith("有名な 3 問がすべて解けたことから受ける印象と、問題集全体の正解率は別である")
+    assert r.famous_reading(1, 3) == "有名な 3 問のうち解けたのは 1 問で、数問の出来は、問題集全体の正解率の目安にはならない"
+    with pytest.raises(ValueError, match="0 <= n_solved <= n"):
+        r.famous_reading(4, 3)
+
+
+@pytest.mark.parametrize("kind", sorted(r.WORDS))
+def test_word_every_label_both_ways(kind):
+    yes, no = r.WORDS[kind]
+    assert r.word(kind, True) == yes and r.word(kind, False) == no and yes != no
+
+
+def test_word_refuses_an_unknown_kind():
+    with pytest.raises(ValueError, match="no label 'maybe'"):
+        r.word("maybe", True)
+
+
+def test_grammar_label_and_closer_reading_every_branch():
+    assert [r.grammar_label(f, a) for f, a in ((False, False), (True, False), (True, True))] == [
+        "形が誤り", "形は正しい", "一致まで正しい"]
+    with pytest.raises(ValueError, match="agrees without form_ok"):
+        r.grammar_label(False, True)
+    assert r.closer_reading(0.9, 0.8) == "語順を入れ替えた文の方が近い"
+    assert r.closer_reading(0.8, 0.8) == r.closer_reading(0.7, 0.8) == "言い換えの方が近い"
 

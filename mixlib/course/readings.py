@@ -10,7 +10,10 @@ in, and glues what comes back.
 
 Chapters 2-9 (any)
 ------------------
-* :func:`by_interval` -- a label from where an interval of a difference lies: above 0, below 0, or across it.
+* :func:`by_interval` -- a label from where an interval of a difference lies: above 0, below 0, or across it;
+* :func:`word` -- a table's or a figure's label chosen by a flag (:data:`WORDS`: はい/いいえ, あり/なし …);
+* :func:`grammar_label` -- a generated sentence's grammar check (chapter 4);
+* :func:`closer_reading` -- which of two sentences is nearer (chapter 9).
 
 Chapter 2 (distributional vectors)
 ----------------------------------
@@ -19,7 +22,9 @@ Chapter 2 (distributional vectors)
 Chapter 3 (word2vec)
 --------------------
 * :func:`beats_by_space` -- per vector space, the relations where the offset beats the baseline;
-* :func:`lg_verdict` -- does SGNS's dot product equal PMI − log K (slope 1, mean difference 0), by their intervals;
+* :func:`lg_verdict`, :func:`lg_relation_reading` -- does SGNS's dot product equal PMI − log K (slope 1, mean
+  difference 0), by their intervals; and what its correlation says;
+* :func:`famous_reading` -- the famous analogies against the whole question set;
 * :func:`offset_agreement_reading` -- do the capital − country offsets line up beyond shuffled pairings;
 * :func:`ja_offset_verdict` -- the Japanese relations learned as offsets, by non-overlapping intervals.
 
@@ -105,7 +110,7 @@ __all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unu
            "bias_reading", "layer_band", "band_claim", "paper_model_note",
            "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
            "ln_reading", "width_verdict", "agreement_verdict",
-           "ja_missing_reason", "bottleneck_verdict", "interval_contains", "all_or_some", "safe_choice_reading", "tense_reading", "beats_by_space", "lg_verdict", "offset_agreement_reading", "ja_offset_verdict", "learned_side", "by_interval", "offset_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
+           "ja_missing_reason", "bottleneck_verdict", "lg_relation_reading", "famous_reading", "word", "WORDS", "grammar_label", "closer_reading", "interval_contains", "all_or_some", "safe_choice_reading", "tense_reading", "beats_by_space", "lg_verdict", "offset_agreement_reading", "ja_offset_verdict", "learned_side", "by_interval", "offset_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
@@ -899,6 +904,42 @@ def by_interval(low: float, high: float, *, above: str, below: str, neither: str
     return neither
 
 
+#: labels a table or a figure shows, chosen by a flag: kind -> (when true, when false)
+WORDS: dict[str, tuple[str, str]] = {
+    "yes": ("はい", "いいえ"),
+    "has": ("あり", "なし"),
+    "right": ("正解", "誤り"),
+    "exact": ("完全一致", "一致しない"),
+    "inside": ("内側", "外側"),
+    "smaller": ("小さい", "小さくない"),
+    "kanji": ("漢字", "仮名"),
+    "clear": ("まとめて見ても超える", "わずかに超えるだけ"),
+    "never": ("（覚えなかった）", ""),
+    "paper_model": ("（論文と同じモデル）", ""),
+}
+
+
+def word(kind: str, flag: bool) -> str:
+    """The label ``kind`` of :data:`WORDS` for ``flag``: ``word("yes", True) == "はい"``."""
+    if kind not in WORDS:
+        raise ValueError(f"no label {kind!r}; choose one of {sorted(WORDS)}.")
+    return WORDS[kind][0 if flag else 1]
+
+
+def grammar_label(form_ok: bool, agrees: bool) -> str:
+    """A generated sentence against the grammar (chapter 4): its form wrong, its form right, or right down to the
+    agreement (which needs the form)."""
+    if agrees and not form_ok:
+        raise ValueError("agrees without form_ok: agreement is checked only on a well-formed sentence.")
+    return "一致まで正しい" if agrees else ("形は正しい" if form_ok else "形が誤り")
+
+
+def closer_reading(cos_swapped: float, cos_paraphrase: float) -> str:
+    """Chapter 9's trio: is the sentence with its words swapped (a different meaning) nearer than the passive
+    paraphrase (the same meaning)?"""
+    return "語順を入れ替えた文の方が近い" if cos_swapped > cos_paraphrase else "言い換えの方が近い"
+
+
 # -- chapter 2 (distributional vectors) ------------------------------------------------------------------------------
 
 
@@ -931,13 +972,32 @@ def lg_verdict(r: float, slope_ci: Sequence[float], diff_ci: Sequence[float], *,
     """Levy and Goldberg's identity (SGNS's dot product = PMI − log K) holds only if the slope's interval contains 1
     and the mean difference's (dot − (PMI − log K)) contains 0; a high correlation ``r`` (at least ``high``) alone
     does not show it."""
-    misses = [f"{name}の区間が {target} を含まない" for name, (lo, hi), target in
+    misses = [f"{name}の区間が {target} を含ま" for name, (lo, hi), target in
               (("傾き", slope_ci, 1), ("平均の差", diff_ci, 0)) if not lo <= target <= hi]
     if not misses:
         return "傾きの区間は 1 を、平均の差の区間は 0 を含むので、この設定でも等式と矛盾しない"
+    missed = "ず、".join(misses) + "ない"  # the first of two in the continuative form: 「…を含まず、…を含まない」
     if r >= high:
-        return "、".join(misses) + "ので、相関は高くても、等式そのものはこの設定では成り立っていない"
-    return "、".join(misses) + "うえ、相関も低く、等式はこの設定では成り立っていない"
+        return missed + "ので、相関は高くても、等式そのものはこの設定では成り立っていない"
+    return missed + "うえ、相関も低く、等式はこの設定では成り立っていない"
+
+
+def lg_relation_reading(r: float, *, high: float = 0.7) -> str:
+    """What the correlation between SGNS's dot products and PMI − log K says about the two methods (counting and
+    predicting), whether or not the identity itself holds."""
+    if r >= high:
+        return "それでも、予測による方法の内積が数え上げの PMI と強く相関することは、二つの方法が見かけほど違わないことを示している"
+    return f"この設定では内積と PMI の相関も {r:.2f} と低く、二つの方法が近いとは、ここからは言えない"
+
+
+def famous_reading(n_solved: int, n: int) -> str:
+    """The famous analogies shown first (``n_solved`` of ``n`` answered as expected) against the accuracy over the
+    whole question set: a few solved examples do not vouch for the rest."""
+    if not 0 <= n_solved <= n:
+        raise ValueError(f"n_solved={n_solved}, n={n}: give 0 <= n_solved <= n.")
+    if n_solved == n:
+        return f"有名な {n} 問がすべて解けたことから受ける印象と、問題集全体の正解率は別である。選んだ数問がすべて解けても、全体の正解率がそれに見合うとは限らない"
+    return f"有名な {n} 問のうち解けたのは {n_solved} 問で、数問の出来は、問題集全体の正解率の目安にはならない"
 
 
 def offset_agreement_reading(label: str, observed: float, null_mean: float, null_q95: float) -> str:
