@@ -192,15 +192,15 @@ COLAB_CEILINGS = {  # measured by colab_code_figures on the editions of 2026-11-
     "03_word2vec": (245, 0, 0, 22, 0),
     "04_seq2seq": (232, 0, 0, 19, 0),
     "05_attention": (167, 0, 0, 7, 0),
-    "06_transformer": (251, 0, 0, 9, 0),
+    "06_transformer": (252, 0, 0, 9, 0),
     "07_chihayafuru": (250, 0, 0, 33, 0),
     "08_bert": (250, 0, 0, 31, 0),
     "09_sentence_vectors": (234, 0, 0, 18, 0),
     "10_mixing": (293, 0, 0, 50, 0),
     "11_norm_stretch": (268, 0, 0, 72, 0),
-    "12_positional": (87, 0, 0, 18, 0),
+    "12_positional": (92, 0, 0, 18, 0),
     "12_positional_attention": (106, 0, 0, 18, 0),
-    "13_japanese": (259, 0, 0, 38, 0),
+    "13_japanese": (261, 0, 0, 38, 0),
 }
 COLAB_FIGURES = ("lines", "over_30", "glue_text", "jp_fstrings", "jp_branches")
 #: lines shown per chapter, cells over 30 lines, glue(Text), Japanese f-strings (no target: a label is fine), branches
@@ -241,6 +241,53 @@ def test_what_colab_shows_a_student_only_shrinks(capsys):
     above = [f"{stem}: {k} {c} > {t}" for stem, ceiling in COLAB_CEILINGS.items()
              for k, c, t in zip(COLAB_FIGURES, ceiling, colab_target(stem)) if t is not None and c > t]
     assert not above, "a chapter's ceiling stands above its target: " + "; ".join(above)
+
+
+def _names(code: str) -> tuple[set, set]:
+    """The names a cell binds (assignments, defs, imports, loop and function arguments) and the names it reads."""
+    import ast
+
+    bound, read = set(), set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name):
+            (bound if isinstance(node.ctx, (ast.Store, ast.Del)) else read).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return bound, read
+
+
+#: a folded cell that a shown cell may draw names from: its title says it holds tools (functions) for what follows
+TOOL_TITLE = "道具"
+
+
+@pytest.mark.parametrize("path", written(NOTEBOOKS))
+def test_shown_cells_use_no_name_defined_only_in_a_folded_cell(path):
+    """A student in Colab reads the shown cells; a name they use must be set in a shown cell, or in a folded cell
+    titled as a tool (``# 道具：…``). A name found only inside a figure's folded code cannot be followed."""
+    import builtins
+
+    edition = _load(NB_DIR / "colab" / path.name)
+    where: dict[str, tuple[int, bool]] = {}  # name -> (cell, set only in folded cells)
+    hidden = []
+    for i, cell in enumerate(edition["cells"][1:], 1):  # the install cell aside
+        if cell["cell_type"] != "code":
+            continue
+        src = _source(cell)
+        folded = cell["metadata"].get("cellView") == "form"
+        tool = folded and src.splitlines()[0].removeprefix("#@title").strip().startswith(TOOL_TITLE)
+        code = "\n".join(line for line in src.splitlines() if not line.lstrip().startswith(("%", "!")))
+        bound, read = _names(code)
+        if not folded:
+            hidden += [f"cell {i} uses {x} (set in folded cell {where[x][0]})" for x in sorted(read - bound)
+                       if x in where and where[x][1] and not hasattr(builtins, x)]
+        for x in bound:
+            if x not in where or where[x][1]:  # a shown binding stays the one a student sees
+                where[x] = (i, folded and not tool)
+    assert not hidden, f"{path.name}: " + "; ".join(hidden) + " -- set it in a shown step, or title the folded cell 道具：…"
 
 
 #: the names a chapter gives mixlib.glue.g (chapter 9 calls it glue_number: its g is the sentences' group labels)

@@ -299,3 +299,13 @@ def test_a_sentence_that_runs_into_a_value_goes_with_it():
         ("prose", "値 {{y}} は\n\n$$\nz\n$$\n\nとなる。"), ("md", "次の段落。")]
     assert edition.group([("md", "前の段落。"), ("md", "$$\nq\n$$"), ("prose", "ここで {{x}}。")]) == [
         ("md", "前の段落。\n\n$$\nq\n$$"), ("prose", "ここで {{x}}。")]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
+def test_every_folded_cell_says_what_it_does(path):
+    """Colab shows a folded cell as its #@title line only: each carries its own title (its first line, a comment),
+    never the generic one the edition falls back to for a cell that does not start with a comment."""
+    generic = [i for i, c in enumerate(_nb(EDITION / path.name)["cells"])
+               if c["cell_type"] == "code" and _src(c).startswith(f"#@title {edition.FOLD_TITLE}")]
+    assert not generic, (f"{path.name}: folded cells {generic} have no title of their own: start each with a comment "
+                         "that says what it draws or computes")
