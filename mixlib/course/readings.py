@@ -102,15 +102,20 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unused_reading", "unused_pca_reading", "near_positions", "cls_spread_reading",
-           "listed", "share_reading", "angle_reading", "raw_reading", "ortho_conclusion", "own_reading", "attn_reading",
-           "worst_reading", "one_sided_reading", "align_reading", "infl_reading", "fixed_reading", "fixed_cell",
-           "offset_reading", "psi_reading", "psi_value_reading", "head_changes", "head_label_reading", "paper_comparison",
-           "eig_reading", "beyond_chance", "shape_reading", "year_control_reading", "year_specific", "special_reading",
-           "bias_reading", "layer_band", "band_claim", "paper_model_note",
-           "spread_reading", "cls_peak_reading", "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading",
-           "ln_reading", "width_verdict", "agreement_verdict",
-           "ja_missing_reason", "bottleneck_verdict", "lg_relation_reading", "famous_reading", "word", "WORDS", "grammar_label", "closer_reading", "interval_contains", "all_or_some", "safe_choice_reading", "tense_reading", "beats_by_space", "lg_verdict", "offset_agreement_reading", "ja_offset_verdict", "learned_side", "by_interval", "offset_verdict", "proportion_interval", "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading", "fwe_reading", "poem_controls_reading"]
+__all__ = ["reproduction_verdict", "cls_rank_reading", "top_pairs_reading", "unused_reading", "unused_pca_reading",
+           "near_positions", "cls_spread_reading", "listed", "share_reading", "angle_reading", "raw_reading",
+           "ortho_conclusion", "own_reading", "attn_reading", "worst_reading", "one_sided_reading", "align_reading",
+           "infl_reading", "fixed_reading", "fixed_cell", "offset_reading", "psi_reading", "psi_value_reading",
+           "head_changes", "head_label_reading", "paper_comparison", "eig_reading", "beyond_chance",
+           "shape_reading", "year_control_reading", "year_specific", "special_reading", "bias_reading",
+           "layer_band", "band_claim", "paper_model_note", "spread_reading", "cls_peak_reading",
+           "dominance_reading", "min_layer_reading", "mixing_facts", "ln_paper_reading", "ln_reading",
+           "width_verdict", "agreement_verdict", "ja_missing_reason", "bottleneck_verdict", "lg_relation_reading",
+           "famous_reading", "word", "WORDS", "grammar_label", "closer_reading", "interval_contains", "all_or_some",
+           "safe_choice_reading", "tense_reading", "beats_by_space", "lg_verdict", "offset_agreement_reading",
+           "ja_offset_verdict", "learned_side", "by_interval", "offset_verdict", "proportion_interval",
+           "people_verdict", "reach_reading", "tail_reading", "half_reading", "half_verdict", "gap_reading",
+           "fwe_reading", "poem_controls_reading"]
 
 
 def reproduction_verdict(ours: float, paper: float, *, same_model: bool, paper_model: str, tol: float = 0.05) -> str:
