@@ -89,6 +89,18 @@ _LAZY = {
 
 __all__ = ["data_path", *_LAZY]
 
+# The two public constants, declared here (not assigned: their values load lazily from their modules) so
+# that the reference (book/reference/api.md, Sphinx autodoc) reads their documentation from this module.
+
+#: The supported model families, ``config.model_type`` -> where each part of the model sits (a
+#: ``mixlib.models.Family``). All are post-LayerNorm encoders with the BERT module layout: ``bert``,
+#: ``roberta`` and ``electra``.
+FAMILIES: dict
+
+#: The token types of :func:`token_type`, in the order used for codes, tables and tie-breaking
+#: (``Words``, ``Subwords``, ``Symbols``, ``Numbers``, ``Special``, ``Tags``).
+TYPES: tuple
+
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)

@@ -98,7 +98,7 @@ TEXTS_HELP = """\
 in mixing, maps and stream-mixing (mixlib.texts). Lines end at LF or CRLF.
 Blank lines and lines starting with '#' are skipped. Without a header, each
 line is one text or 'A<TAB>B' (a sentence pair), one kind for the whole file.
-With a header (--header; the default for *.tsv files, --no-header turns it
+With a header (--header; the default for files ending in .tsv, --no-header turns it
 off), the first line names TAB-separated columns and the texts are read from
 the 'sentence_a' and 'sentence_b' columns (pairs) or from the 'text' column;
 other columns are ignored. A text with nothing to tokenize (only zero-width or
@@ -982,14 +982,14 @@ def build_parser() -> argparse.ArgumentParser:
                                                           "'#' lines and blank lines skipped (the same rules as mixing, below)")
             p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                            help="the first line of --texts names its columns (sentence_a/sentence_b or text) "
-                                "(default: yes for *.tsv files, no otherwise)")
+                                "(default: yes for files ending in .tsv, no otherwise)")
             p.add_argument("--chunk-size", type=_int(1), default=256, help="texts per chunk file (default: 256)")
             p.add_argument("--shard", default="0/1", help="i/n: process chunks k with k %% n == i, so n machines split one file "
                                                           "into the same --out (default: 0/1, all chunks)")
             p.add_argument("--rate", type=_fraction, default=0.12, help="fraction of non-special tokens replaced by [MASK] (default: 0.12)")
             p.add_argument("--seed", type=_int(0), default=0, help="masking seed; text s uses the stream (seed, s) (default: 0)")
             p.add_argument("--mask-count", choices=("floor", "round"), default="floor",
-                           help="masks per sequence: floor(rate*n) (the official code) or round(rate*n), at least 1 (default: floor)")
+                           help="masks per sequence: floor(rate × n) (the official code) or round(rate × n), at least 1 (default: floor)")
             p.add_argument("--max-length", type=_int(4), default=128, help="tokens per sequence; longer ones are truncated (default: 128)")
             p.add_argument("--batch-size", type=_int(1), default=32, help="sequences per forward pass (default: 32)")
             p.add_argument("--engine", choices=("stream", "ray"), default="stream",
@@ -1007,13 +1007,13 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--texts", required=True, help="UTF-8 file: one text per line, or 'A<TAB>B' for a sentence pair; '#' lines skipped (see below)")
             p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                            help="the first line of --texts names its columns (sentence_a/sentence_b or text) "
-                                "(default: yes for *.tsv files, no otherwise)")
+                                "(default: yes for files ending in .tsv, no otherwise)")
             p.add_argument("--keep-special-tokens", action="store_true",
                            help="read [MASK], [SEP], [CLS] ... written in the texts as special tokens (default: as plain text)")
             p.add_argument("--rate", type=_fraction, default=0.12, help="fraction of non-special tokens replaced by [MASK] (default: 0.12, as the paper)")
             p.add_argument("--seed", type=_int(0), default=0, help="masking seed (default: 0)")
             p.add_argument("--mask-count", choices=("floor", "round"), default="floor",
-                           help="masks per sequence: floor(rate*n) (the official code) or round(rate*n), at least 1 (default: floor)")
+                           help="masks per sequence: floor(rate × n) (the official code) or round(rate × n), at least 1 (default: floor)")
             p.add_argument("--max-length", type=_int(4), default=128, help="tokens per sequence; longer ones are truncated with a warning (default: 128)")
             p.add_argument("--batch-size", type=_int(1), default=32, help="sequences per forward pass (default: 32)")
             p.add_argument("--limit", type=_int(1), default=None, help="use only the first N texts (default: all)")
@@ -1044,7 +1044,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(bias_rank_correlation.csv)")
         if name == "positional":
             p.add_argument("--seed", type=_int(0), default=0,
-                           help="seed of the random-rotation and random-subspace nulls of overlap_*.csv (default: 0)")
+                           help="seed of the random-rotation and random-subspace nulls in overlap_cos.csv and overlap_share.csv (default: 0)")
             p.add_argument("--layer", type=_int(0), default=0, help="layer of the position-only attention figure, 0-based (default: 0)")
             p.add_argument("--n", type=_int(1), default=64, help="positions in that figure (default: 64)")
     return parser

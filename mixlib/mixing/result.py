@@ -76,10 +76,10 @@ class Mixing:
     alpha_self : torch.Tensor, (L, B, H, N)
         The attention weight of every token on itself, alpha^h_{j,j}.
     max_error : numpy.ndarray, (L,)
-        Largest |mix + keep_attn + keep_res + bias - LN output| over the real
+        Largest ``|mix + keep_attn + keep_res + bias - LN output|`` over the real
         tokens of each layer (the self-check; at most ``atol``).
     max_attention_error : numpy.ndarray, (L,)
-        Largest |(alpha V - the model's attention output) r_h| per layer, r_h
+        Largest ``|(alpha V - the model's attention output) r_h|`` per layer, r_h
         a fixed random unit vector per head (the check that alpha recomputed
         from Q and K is the model's).
     max_split_error : numpy.ndarray, (L,)
