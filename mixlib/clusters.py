@@ -118,10 +118,25 @@ def token_type(token: str, tokenizer: Any = None) -> str:
     Japanese types instead -- 漢字, ひらがな, カタカナ, 混在, ラテン文字, サブワード, 数字, 記号 ... -- by the rules
     of :func:`mixlib.japanese.token_type`; :func:`type_names` gives the list for a tokenizer.
 
+    Parameters
+    ----------
+    token : str
+        One vocabulary entry as the tokenizer spells it (``"##ing"``, ``"[CLS]"``).
+    tokenizer : tokenizer, optional
+        The tokenizer whose tags and padding token rules 1 and 2 use, and which decides between the English and
+        the Japanese types. Default: BERT's ``[CLS]``, ``[SEP]``, ``[MASK]``, ``[UNK]`` and ``[PAD]``.
+
+    Returns
+    -------
+    str
+        One of :data:`TYPES` (or of :data:`mixlib.japanese.TYPES` for a Japanese tokenizer).
+
     Examples
     --------
-    >>> [token_type(t) for t in ["the", "##ing", "##9", "1990", "1st", "!", "[PAD]", "[unused7]", "[CLS]"]]
+    >>> [mixlib.token_type(t) for t in ["the", "##ing", "##9", "1990", "1st", "!", "[PAD]", "[unused7]", "[CLS]"]]
     ['Words', 'Subwords', 'Subwords', 'Numbers', 'Words', 'Symbols', 'Special', 'Special', 'Tags']
+    >>> mixlib.token_type("[SEP]", enc.tokenizer)
+    'Tags'
     """
     return _rule(tokenizer)(token, *_special_sets(tokenizer))
 
@@ -261,10 +276,32 @@ class VocabClusters:
 def find_cluster(clusters: VocabClusters, token: str) -> int:
     """The id of the cluster that holds the vocabulary entry ``token`` (exact string, e.g. ``"january"``, ``"##ing"``).
 
+    Parameters
+    ----------
+    clusters : VocabClusters
+        From :func:`cluster_vocab`.
+    token : str
+        A vocabulary entry, spelt exactly (case-sensitive WordPiece string).
+
+    Returns
+    -------
+    int
+        The cluster id, ``0 .. K-1``.
+
     Raises
     ------
     KeyError
         ``token`` is not in the vocabulary.
+
+    Examples
+    --------
+    >>> c = mixlib.cluster_vocab(enc, k=8, max_iter=5, cache=False)  # small and uncached for the example
+    >>> mixlib.find_cluster(c, "1990") == mixlib.find_cluster(c, "1991")
+    True
+    >>> mixlib.find_cluster(c, "January")  # entries are case-sensitive: BERT-uncased has "january"
+    Traceback (most recent call last):
+    ...
+    KeyError: "'January' is not in the vocabulary of all-MiniLM-L6-v2 ..."
     """
     index = _token_index(clusters.tokens)
     if token not in index:
@@ -349,6 +386,7 @@ def cluster_vocab(
     Parameters
     ----------
     enc : Encoder
+        From :func:`mixlib.load_encoder`; its word-embedding matrix ``(V, D)`` is clustered.
     k : int, default 1000
         Number of clusters, ``1 <= k <= V``.
     seed : int, default 0
@@ -380,12 +418,13 @@ def cluster_vocab(
     Returns
     -------
     VocabClusters
+        Labels ``(V,)``, centroids ``(K, D)``, the type of every token and the majority type of every cluster.
 
     Raises
     ------
     ValueError
         ``k`` is not an integer in ``1..V``, or ``seed``, ``n_init``, ``max_iter``,
-        ``threads`` are not (positive) integers.
+        ``threads`` are not (positive) integers, or ``init`` is neither ``"k-means++"`` nor ``"random"``.
 
     Notes
     -----
@@ -408,6 +447,16 @@ def cluster_vocab(
 
     The result is deterministic for a given seed (tests check this). A cached
     reload takes well under a second (``benchmarks/bench_clusters.py``).
+
+    Examples
+    --------
+    >>> c = mixlib.cluster_vocab(enc, k=8, max_iter=5, cache=False)  # the paper: k=1000 (cached)
+    >>> c.labels.shape, c.centroids.shape  # (V,), (K, D)
+    ((30522,), (8, 384))
+    >>> int(c.sizes.sum())
+    30522
+    >>> c.token_types[:3].tolist()  # [PAD], [unused0], [unused1]
+    ['Special', 'Special', 'Special']
     """
     V = enc.vocab_size
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
@@ -504,6 +553,11 @@ def cluster_summary(clusters: VocabClusters):
     Every token is counted under the type of its *cluster* (majority type), as
     in the paper, where whole clusters were labelled.
 
+    Parameters
+    ----------
+    clusters : VocabClusters
+        From :func:`cluster_vocab`.
+
     Returns
     -------
     pandas.DataFrame
@@ -512,6 +566,17 @@ def cluster_summary(clusters: VocabClusters):
         ``mean_dist`` (mean Euclidean distance of the members to their own
         centroid); one row per type in :attr:`VocabClusters.types` order (types with no
         cluster are kept with zeros/NaN) and a final ``Total`` row.
+
+    Examples
+    --------
+    >>> c = mixlib.cluster_vocab(enc, k=8, max_iter=5, cache=False)  # small and uncached for the example
+    >>> t = mixlib.cluster_summary(c)
+    >>> t["type"].tolist()
+    ['Words', 'Subwords', 'Symbols', 'Numbers', 'Special', 'Tags', 'Total']
+    >>> t.columns.tolist()
+    ['type', 'n_clusters', 'n_tokens', 'tokens_per_cluster', 'mean_norm', 'mean_dist']
+    >>> int(t["n_tokens"].iloc[-1]), int(t["n_clusters"].iloc[-1])
+    (30522, 8)
     """
     import pandas as pd
 
@@ -566,10 +631,37 @@ class UpperClusters:
 def recluster_centroids(clusters: VocabClusters, k: int = 7, seed: int = 0) -> UpperClusters:
     """Cluster the ``K`` centroids again into ``k`` upper clusters (KMeans, ``n_init=10``).
 
+    Parameters
+    ----------
+    clusters : VocabClusters
+        From :func:`cluster_vocab`; its ``(K, D)`` centroids are clustered.
+    k : int, default 7
+        Number of upper clusters, ``1 <= k <= K`` (the paper's appendix A uses 7).
+    seed : int, default 0
+        ``random_state`` of :class:`sklearn.cluster.KMeans`.
+
+    Returns
+    -------
+    UpperClusters
+        The upper cluster of every cluster (``labels``, ``(K,)``), the ``(k, D)`` centroids and ``table``:
+        per upper cluster, how many clusters of each type it holds, ``n_clusters``, ``n_tokens`` and
+        ``main_type``.
+
     Raises
     ------
     ValueError
         ``k`` is not an integer in ``1..K``.
+
+    Examples
+    --------
+    >>> c = mixlib.cluster_vocab(enc, k=8, max_iter=5, cache=False)  # small and uncached for the example
+    >>> u = mixlib.recluster_centroids(c, k=3)
+    >>> u.labels.shape, u.centroids.shape
+    ((8,), (3, 384))
+    >>> u.table.columns.tolist()[-3:]
+    ['n_clusters', 'n_tokens', 'main_type']
+    >>> int(u.table["n_tokens"].sum())
+    30522
     """
     import pandas as pd
     from sklearn.cluster import KMeans
@@ -597,8 +689,9 @@ def cluster_stretch(stretch: Any, clusters: VocabClusters, *, which: str = "qkv"
     ----------
     stretch : Stretch
         From :func:`mixlib.norm_stretch` on the word embeddings (its last axis
-        must be the vocabulary the clusters were made from).
+        must be the vocabulary the clusters were made from). An ``(L, H, V)`` array is accepted too.
     clusters : VocabClusters
+        From :func:`cluster_vocab` on the same model.
     which : {"qkv", "q", "k", "v"}, default "qkv"
         Which psi to average (the paper uses psi_qkv).
 
@@ -608,6 +701,18 @@ def cluster_stretch(stretch: Any, clusters: VocabClusters, *, which: str = "qkv"
         ``out[l, h, c]`` = mean of psi over the tokens of cluster ``c``; axis 0
         follows ``stretch.layers``. NaN psi values (zero vectors) are left out
         of the mean; a cluster with no finite value gets NaN.
+
+    Raises
+    ------
+    ValueError
+        psi is not ``(L, H, V)``, its ``V`` is not the clusters' vocabulary size, or ``which`` is unknown.
+
+    Examples
+    --------
+    >>> c = mixlib.cluster_vocab(enc, k=8, max_iter=5, cache=False)  # small and uncached for the example
+    >>> cs = mixlib.cluster_stretch(mixlib.norm_stretch(enc, layers=[0]), c)
+    >>> cs.shape  # (L, H, K)
+    (1, 12, 8)
     """
     import torch
 
@@ -657,10 +762,12 @@ def top_clusters(cs: Any, clusters: VocabClusters, layer: int, head: int, n: int
     cs : numpy.ndarray, shape (L, H, K)
         From :func:`cluster_stretch`.
     clusters : VocabClusters
+        The clusters ``cs`` was computed on.
     layer, head : int
         0-based indices into ``cs`` (for a Stretch computed on a subset of
         layers, the position in ``stretch.layers``).
     n : int, default 5
+        Number of clusters to list, largest mean psi first.
     samples : int, default 6
         Member tokens shown per cluster (nearest to the centroid first).
 
@@ -669,6 +776,22 @@ def top_clusters(cs: Any, clusters: VocabClusters, layer: int, head: int, n: int
     pandas.DataFrame
         Columns ``cluster``, ``type``, ``size``, ``tokens`` (comma-separated
         samples, ``...`` when there are more), ``psi``.
+
+    Raises
+    ------
+    ValueError
+        ``cs`` is not ``(L, H, K)`` for these clusters, ``layer`` or ``head`` is out of range, or ``n`` is not
+        a positive integer.
+
+    Examples
+    --------
+    >>> c = mixlib.cluster_vocab(enc, k=8, max_iter=5, cache=False)  # small and uncached for the example
+    >>> cs = mixlib.cluster_stretch(mixlib.norm_stretch(enc, layers=[0]), c)
+    >>> t = mixlib.top_clusters(cs, c, layer=0, head=0, n=2, samples=3)
+    >>> t.columns.tolist()
+    ['cluster', 'type', 'size', 'tokens', 'psi']
+    >>> len(t), bool(t["psi"].is_monotonic_decreasing)
+    (2, True)
     """
     import pandas as pd
 
@@ -689,11 +812,35 @@ def top_clusters(cs: Any, clusters: VocabClusters, layer: int, head: int, n: int
 def type_map(cs: Any, clusters: VocabClusters, top: int = 3):
     """Types of the ``top`` clusters with the largest mean psi, for every head (the paper's Fig. 3).
 
+    Parameters
+    ----------
+    cs : numpy.ndarray, shape (L, H, K)
+        From :func:`cluster_stretch`.
+    clusters : VocabClusters
+        The clusters ``cs`` was computed on.
+    top : int, default 3
+        Clusters per head, ``1 <= top <= K``.
+
     Returns
     -------
     pandas.DataFrame
         Index ``layer`` (0-based), columns ``head`` (0-based); each cell is a
         tuple of ``top`` type names, largest psi first.
+
+    Raises
+    ------
+    ValueError
+        ``cs`` is not ``(L, H, K)`` for these clusters, or ``top`` is not an integer in ``1..K``.
+
+    Examples
+    --------
+    >>> c = mixlib.cluster_vocab(enc, k=8, max_iter=5, cache=False)  # small and uncached for the example
+    >>> cs = mixlib.cluster_stretch(mixlib.norm_stretch(enc, layers=[0]), c)
+    >>> m = mixlib.type_map(cs, c, top=2)
+    >>> m.shape  # (L, H)
+    (1, 12)
+    >>> len(m.loc[0, 0]), set(m.loc[0, 0]) <= set(mixlib.TYPES)
+    (2, True)
     """
     import pandas as pd
 
@@ -799,18 +946,38 @@ def cluster_permutation_null(psi: Any, clusters: VocabClusters, n_perm: int = 10
         psi_qkv (or a normalised psi) of every token; a Stretch gives its
         ``psi_qkv``. NaN values (zero vectors) are not allowed here.
     clusters : VocabClusters
+        From :func:`cluster_vocab` on the same vocabulary.
     n_perm : int, default 100
+        Number of permutations.
     seed : int, default 0
+        Seed of ``numpy.random.default_rng``.
 
     Returns
     -------
     ClusterNull
+        The observed shape statistics of every head's curve, their null distributions and percentiles, and
+        the observed and permuted sorted curves ``(L, H, K)``.
+
+    Raises
+    ------
+    ValueError
+        psi is not ``(L, H, V)`` for the clusters' vocabulary or holds NaN, ``n_perm`` is not a positive
+        integer, or a cluster is empty.
 
     Notes
     -----
     Vectorised: each permutation is one gather of the ``(L*H, V)`` matrix and
     one :func:`numpy.add.reduceat`; 100 permutations of 72 heads x 30,522
     tokens take a few seconds on one core.
+
+    Examples
+    --------
+    >>> c = mixlib.cluster_vocab(enc, k=8, max_iter=5, cache=False)  # small and uncached for the example
+    >>> null = mixlib.cluster_permutation_null(mixlib.norm_stretch(enc, layers=[0]), c, n_perm=20)
+    >>> sorted(null.observed)
+    ['peak_ratio', 'tail_cv', 'top1pct_ratio']
+    >>> null.percentile["peak_ratio"].shape, null.null_median.shape  # (L, H), (L, H, K)
+    ((1, 12), (1, 12, 8))
     """
     arr = _psi_lhv(psi)
     L, H, V = arr.shape
@@ -868,6 +1035,26 @@ def feature_scores(psi: Any, ids: Sequence[int], *, relative: bool = False) -> n
         result is then the same for raw and normalised psi (a per-head scale
         cancels). Without it, pass a normalised psi
         (:func:`mixlib.stretch.normalize_stretch`) to compare heads.
+
+    Returns
+    -------
+    numpy.ndarray, shape (L, H)
+        The mean psi of the set in every head (divided by the head's median with ``relative=True``).
+
+    Raises
+    ------
+    ValueError
+        ``ids`` is empty or holds an id outside ``0..V-1``, or psi is not ``(L, H, V)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> psi = np.ones((1, 2, 5)); psi[0, 1, :2] = 3.0  # head 1 stretches tokens 0 and 1
+    >>> mixlib.feature_scores(psi, [0, 1]).tolist()
+    [[1.0, 3.0]]
+    >>> s = mixlib.normalize_stretch(mixlib.norm_stretch(enc, layers=[0]), enc)
+    >>> mixlib.feature_scores(s, mixlib.feature_sets(enc.tokenizer)["月だけ"]).shape
+    (1, 12)
     """
     arr = _psi_lhv(psi)
     idx = np.asarray(list(ids), dtype=np.int64)
@@ -964,6 +1151,11 @@ def trained_pool(tokenizer: Any) -> np.ndarray:
     random-set null that draws them compares a feature with a pool no feature is drawn from. The tags (``[CLS]``,
     ``[SEP]`` ...) stay: the model sees them in every input.
 
+    Parameters
+    ----------
+    tokenizer : tokenizer
+        The model's tokenizer (``enc.tokenizer``); its whole vocabulary is typed with :func:`token_type`.
+
     Returns
     -------
     numpy.ndarray of int64, sorted
@@ -971,8 +1163,11 @@ def trained_pool(tokenizer: Any) -> np.ndarray:
 
     Examples
     --------
-    >>> from mixlib.encoder import load_encoder  # doctest: +SKIP
-    >>> pool = trained_pool(load_encoder().tokenizer)  # doctest: +SKIP
+    >>> pool = mixlib.trained_pool(enc.tokenizer)
+    >>> len(pool), enc.tokenizer.vocab_size  # [PAD] and the 994 placeholders [unused0] ... left out
+    (29527, 30522)
+    >>> enc.tokenizer.convert_tokens_to_ids("[PAD]") in pool, enc.tokenizer.convert_tokens_to_ids("[CLS]") in pool
+    (False, True)
     """
     rule, (tags, special) = _rule(tokenizer), _special_sets(tokenizer)
     tokens = tokenizer.convert_ids_to_tokens(list(range(int(tokenizer.vocab_size))))
@@ -1000,7 +1195,9 @@ def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0
     ids : sequence of int
         Token ids of the set (duplicates are kept as given).
     n_draws : int, default 100
+        Number of random sets.
     seed : int, default 0
+        Seed of ``numpy.random.default_rng``.
     pool : sequence of int, optional
         Token ids random sets are drawn from (default: every token whose psi is
         finite in all heads).
@@ -1011,6 +1208,24 @@ def feature_null(psi: Any, ids: Sequence[int], n_draws: int = 100, seed: int = 0
     Returns
     -------
     FeatureNull
+        The set's scores ``(L, H)``, its best head and score, the best score of every random set, the
+        percentile and the p-value.
+
+    Raises
+    ------
+    ValueError
+        ``ids`` is empty or out of range, ``n_draws`` is not a positive integer, a ``pool`` id is out of range,
+        or the pool holds fewer tokens than the set.
+
+    Examples
+    --------
+    >>> s = mixlib.normalize_stretch(mixlib.norm_stretch(enc, layers=[0, 1]), enc)
+    >>> months = mixlib.feature_sets(enc.tokenizer)["月だけ"]
+    >>> f = mixlib.feature_null(s, months, n_draws=50, pool=mixlib.trained_pool(enc.tokenizer))
+    >>> f.size, f.scores.shape, f.null_best.shape
+    (12, (2, 12), (50,))
+    >>> f.best_head  # (layer index, head)
+    (1, 10)
     """
     arr = _psi_lhv(psi)
     L, H, V = arr.shape
@@ -1073,13 +1288,26 @@ def feature_sets(tokenizer: Any) -> dict[str, list[int]]:
     ``動詞の活用形`` every form in :data:`VERB_FORMS`, and ``年・月`` the years
     followed by the months. Words missing from the vocabulary are left out.
 
+    A Japanese tokenizer gets the Japanese sets instead (:func:`mixlib.japanese.feature_sets`: 年だけ, 曜日, 助詞,
+    助動詞, 音便形): the English lists would match a few Latin words of its vocabulary, not the classes they stand for.
+
+    Parameters
+    ----------
+    tokenizer : tokenizer
+        The model's tokenizer (``enc.tokenizer``).
+
     Returns
     -------
     dict
         Name → list of token ids, in the order above (``年・月`` first).
 
-    A Japanese tokenizer gets the Japanese sets instead (:func:`mixlib.japanese.feature_sets`: 年だけ, 曜日, 助詞,
-    助動詞, 音便形): the English lists would match a few Latin words of its vocabulary, not the classes they stand for.
+    Examples
+    --------
+    >>> sets = mixlib.feature_sets(enc.tokenizer)
+    >>> list(sets)
+    ['年・月', '年だけ', '月だけ', '機能語', '動詞の活用形']
+    >>> enc.tokenizer.convert_ids_to_tokens(sets["月だけ"][:3])
+    ['january', 'february', 'march']
     """
     if _is_japanese(tokenizer):
         from .japanese import feature_sets as ja_sets
@@ -1114,10 +1342,13 @@ def best_head_support(psi: Any, ids: Sequence[int], *, n_boot: int = 1000, seed:
     Parameters
     ----------
     psi : Stretch or numpy.ndarray, shape (L, H, V)
+        Use a normalised psi (:func:`mixlib.stretch.normalize_stretch`) so that heads are comparable.
     ids : sequence of int
         Token ids of the set.
     n_boot : int, default 1000
+        Number of resamples of the set.
     seed : int, default 0
+        Seed of ``numpy.random.default_rng``.
     relative : bool, default False
         As in :func:`feature_scores`.
 
@@ -1126,10 +1357,16 @@ def best_head_support(psi: Any, ids: Sequence[int], *, n_boot: int = 1000, seed:
     numpy.ndarray, shape (L, H)
         Shares that sum to 1.
 
+    Raises
+    ------
+    ValueError
+        ``ids`` is empty or out of range, psi is not ``(L, H, V)``, or ``n_boot`` is not a positive integer.
+
     Examples
     --------
-    >>> psi = np.ones((1, 2, 5)); psi[0, 1, :2] = 3.0
-    >>> best_head_support(psi, [0, 1], n_boot=50).tolist()
+    >>> import numpy as np
+    >>> psi = np.ones((1, 2, 5)); psi[0, 1, :2] = 3.0  # head 1 stretches tokens 0 and 1
+    >>> mixlib.best_head_support(psi, [0, 1], n_boot=50).tolist()
     [[0.0, 1.0]]
     """
     arr = _psi_lhv(psi)
@@ -1185,12 +1422,30 @@ def cluster_stability(runs: Sequence[VocabClusters], names: Sequence[str] | None
         :func:`cluster_vocab` with different seeds).
     names : sequence of str, optional
         A label per run (default ``"seed <seed>"``).
-    anchors : sequence of str
+    anchors : sequence of str, default ()
         Vocabulary entries whose cluster is followed across runs.
 
     Returns
     -------
     ClusterStability
+        The adjusted Rand index of every pair of runs, the clusters and tokens of each type per run, and the
+        Jaccard overlap of each anchor's cluster with its cluster in the first run.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two runs, runs over different vocabularies, or ``names`` that are not one distinct label per run.
+    KeyError
+        An anchor is not in the vocabulary.
+
+    Examples
+    --------
+    >>> runs = [mixlib.cluster_vocab(enc, k=8, seed=s, max_iter=5, cache=False) for s in (0, 1)]
+    >>> st = mixlib.cluster_stability(runs, anchors=["1990", "##ing"])
+    >>> st.ari.shape, st.ari.index.tolist()
+    ((2, 2), ['seed 0', 'seed 1'])
+    >>> st.anchors.index.tolist(), st.anchors.columns.tolist()
+    (['1990', '##ing'], ['seed 1'])
     """
     import pandas as pd
     from sklearn.metrics import adjusted_rand_score

@@ -182,9 +182,13 @@ def tokenize(enc: Any, texts: Any, *, max_length: int | None = None, return_spec
 
     Examples
     --------
-    >>> batch = tokenize(enc, ["The cat sat.", "A dog ran away."])
-    >>> batch["input_ids"].shape
+    >>> batch = mixlib.tokenize(enc, ["The cat sat.", "A dog ran away."])
+    >>> batch["input_ids"].shape  # (B, N)
     torch.Size([2, 7])
+    >>> enc.tokenizer.convert_ids_to_tokens(batch["input_ids"][0])
+    ['[CLS]', 'the', 'cat', 'sat', '.', '[SEP]', '[PAD]']
+    >>> batch["attention_mask"][0].tolist()
+    [1, 1, 1, 1, 1, 1, 0]
     """
     tok = _tokenizer_of(enc)
     texts, pairs = _check_texts(texts)
@@ -334,14 +338,29 @@ def truncate_text(enc: Any, text: str, n_tokens: int) -> str:
     enc : Encoder or tokenizer
         Anything with the tokenizer's ``tokenize`` (special tokens are not counted).
     text : str
+        The text to cut.
     n_tokens : int
-        At least 1.
+        Most tokens the result may have; at least 1.
 
     Returns
     -------
     str
         ``text`` itself when it has at most ``n_tokens`` tokens; otherwise its longest beginning that does, with
         trailing whitespace removed ("" when not even the first character does).
+
+    Raises
+    ------
+    TypeError
+        ``text`` is not a str.
+    ValueError
+        ``n_tokens`` is not an int >= 1.
+
+    Examples
+    --------
+    >>> mixlib.truncate_text(enc, "The cat sat on the mat.", 3)
+    'The cat sat'
+    >>> mixlib.truncate_text(enc, "The cat sat.", 10)  # short enough already: unchanged
+    'The cat sat.'
     """
     tok = _tokenizer_of(enc)
     if not isinstance(text, str):
@@ -366,10 +385,31 @@ def mask_count(n: int, rate: float = 0.12, count: str = "floor") -> int:
     with halves rounded up (mixlib's rule before issue 9; masks more: about
     ``rate`` on average instead of a little less).
 
+    Parameters
+    ----------
+    n : int
+        Number of ordinary (non-special, non-padding) tokens in the sequence.
+    rate : float, default 0.12
+        Share of them to mask.
+    count : {"floor", "round"}, default "floor"
+        How ``rate * n`` becomes a whole number (:data:`MASK_COUNTS`).
+
+    Returns
+    -------
+    int
+        The number of tokens to mask, at least 1.
+
+    Raises
+    ------
+    ValueError
+        ``count`` is neither ``"floor"`` nor ``"round"``.
+
     Examples
     --------
-    >>> mask_count(30), mask_count(30, count="round")
+    >>> mixlib.mask_count(30), mixlib.mask_count(30, count="round")
     (3, 4)
+    >>> mixlib.mask_count(5)  # never fewer than one
+    1
     """
     if count not in MASK_COUNTS:
         raise ValueError(f"count={count!r} is not allowed; use 'floor' (the official code's rule) or 'round'.")
@@ -437,7 +477,11 @@ def mask_tokens(enc: Any, texts: Any, rate: float = 0.12, seed: int = 0, max_len
 
     Examples
     --------
-    >>> batch = mask_tokens(enc, ["The cat sat on the mat."] , rate=0.12, seed=0)
+    >>> batch = mixlib.mask_tokens(enc, ["The cat sat on the mat."], rate=0.12, seed=0)
+    >>> sorted(batch)
+    ['attention_mask', 'input_ids', 'masked', 'token_type_ids']
+    >>> enc.tokenizer.convert_ids_to_tokens(batch["input_ids"][0])
+    ['[CLS]', 'the', 'cat', 'sat', 'on', 'the', '[MASK]', '.', '[SEP]']
     >>> int(batch["masked"].sum())
     1
     """
@@ -499,7 +543,9 @@ def token_categories(enc: Any, input_ids: Any, attention_mask: Any = None) -> np
     Parameters
     ----------
     enc : Encoder or tokenizer
+        The encoder (or tokenizer) that made ``input_ids``.
     input_ids : array-like of int, (B, N) or (N,)
+        Token ids, e.g. ``batch["input_ids"]`` of :func:`mixlib.tokenize` or :func:`mixlib.mask_tokens`.
     attention_mask : array-like, same shape, optional
         Positions where it is 0 get :data:`PAD_CATEGORY`. Without it, the
         tokenizer's pad id marks padding.
@@ -513,6 +559,20 @@ def token_categories(enc: Any, input_ids: Any, attention_mask: Any = None) -> np
         every entry made of :data:`mixlib.japanese.PUNCTUATION`'s characters -- 、。「」『』・… ！？ and their
         other forms -- alone or as a ``##`` continuation: :func:`mixlib.japanese.punctuation_ids`),
         ``"その他"`` (everything else, ``[UNK]`` included) or ``"[PAD]"``.
+
+    Raises
+    ------
+    ValueError
+        ``input_ids`` is not 1- or 2-dimensional, or ``attention_mask`` has another shape.
+
+    Examples
+    --------
+    >>> batch = mixlib.mask_tokens(enc, ["The cat sat, then ran.", "A dog."])
+    >>> cats = mixlib.token_categories(enc, batch["input_ids"], batch["attention_mask"])
+    >>> cats.shape  # (B, N)
+    (2, 9)
+    >>> cats[1].tolist()
+    ['[CLS]', 'その他', '[MASK]', '句読点', '[SEP]', '[PAD]', '[PAD]', '[PAD]', '[PAD]']
     """
     tok = _tokenizer_of(enc)
     cls_name, sep_name, mask_name, punct_name, other_name = category_names()

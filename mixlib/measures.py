@@ -408,8 +408,13 @@ def context_maps(
 
     Examples
     --------
-    >>> cm = mixlib.context_maps(enc, ["The cat sat on the mat."])
-    >>> cm.map("alti", layer=0).sum(1)  # rows of ALTI sum to 1
+    >>> cm = mixlib.context_maps(enc, ["The cat sat on the mat."], layers=[0, 1])
+    >>> sorted(cm.maps)
+    ['alti', 'attention', 'attn_res_ln', 'globenc', 'norm']
+    >>> cm["alti"].shape  # (L, B, N, N)
+    torch.Size([2, 1, 9, 9])
+    >>> cm.map("alti", layer=0).sum(1).round(3).tolist()  # rows of ALTI sum to 1
+    [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is not allowed; give a positive int.")
@@ -488,11 +493,13 @@ def measure_agreement(cm: ContextMaps, measures: Any = None, *, rollout: bool = 
     Parameters
     ----------
     cm : ContextMaps
+        The maps of :func:`mixlib.context_maps`.
     measures : list of str, optional
-        Default: all of ``cm.maps`` (with ``rollout=True``: :data:`ROLLOUT_MEASURES`).
-    rollout : bool
+        At least two names in ``cm.maps``. Default: all of ``cm.maps`` (with ``rollout=True``:
+        :data:`ROLLOUT_MEASURES`).
+    rollout : bool, default False
         Compare the aggregated maps (:meth:`ContextMaps.rollout`) instead of the per-layer ones.
-    offdiag : bool
+    offdiag : bool, default False
         Leave out each token's own entry (i = j). The diagonal dominates the
         residual-aware maps, so the agreement over all pairs is partly just
         "the token itself is the largest source"; the off-diagonal agreement is
@@ -501,7 +508,26 @@ def measure_agreement(cm: ContextMaps, measures: Any = None, *, rollout: bool = 
     Returns
     -------
     pandas.DataFrame
-        Rows: layers (0-based); columns: a MultiIndex (``"A vs B"``, ``mean``/``sd``).
+        Rows: layers (0-based); columns: a MultiIndex (``"A vs B"``, ``mean``/``sd``), one pair of
+        columns per pair of measures. ``sd`` is NaN with a single sequence.
+
+    Raises
+    ------
+    ValueError
+        A measure is not in ``cm.maps``, or fewer than two measures are given. With ``rollout=True``, a
+        measure that cannot be rolled out or maps without consecutive layers from 0
+        (:meth:`ContextMaps.rollout`).
+
+    Examples
+    --------
+    >>> cm = mixlib.context_maps(enc, ["The cat sat on the mat."], layers=[0, 1])
+    >>> a = mixlib.measure_agreement(cm, ["attention", "norm", "alti"])
+    >>> a.shape  # 2 layers x (3 pairs x mean, sd)
+    (2, 6)
+    >>> a.columns.get_level_values(0).unique().tolist()
+    ['attention vs norm', 'attention vs alti', 'norm vs alti']
+    >>> round(float(a.loc[0, ("norm vs alti", "mean")]), 2)
+    0.73
     """
     import pandas as pd
     from scipy.stats import spearmanr

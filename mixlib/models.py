@@ -931,18 +931,22 @@ def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True
     Raises
     ------
     ValueError
-        The model is not a supported family (see :data:`FAMILIES`).
+        The model is not a supported family (see :data:`FAMILIES`), ``name`` is empty or an address (URL),
+        or ``lang`` is not ``"en"`` or ``"ja"``.
     OSError
-        The model cannot be loaded and ``fallback`` is False.
+        The model cannot be loaded and ``fallback`` is False (or ``name`` looks like a typo of a known model,
+        a missing path, or a Japanese model, which has no offline stand-in).
     mixlib.japanese.MissingExtra
         A Japanese model (MeCab tokenizer) without ``fugashi`` or its dictionary installed: one line naming
         ``pip install "mixlib[ja]"``. Never a fallback: the model is there, the tokenizer cannot run.
 
     Examples
     --------
-    >>> enc = load_encoder("all-MiniLM-L6-v2")
-    >>> enc.describe()
-    'all-MiniLM-L6-v2（6層・12ヘッド・384次元）'
+    >>> enc = mixlib.load_encoder("all-MiniLM-L6-v2")
+    >>> enc
+    Encoder(name='all-MiniLM-L6-v2', source='packaged', L=6, H=12, d=384, device=cpu)
+    >>> enc.n_layers, enc.n_heads, enc.d_model
+    (6, 12, 384)
     """
     if name is None:
         name = os.environ.get("MIXLIB_MODEL", "").strip() or DEFAULT_MODEL

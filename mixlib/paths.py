@@ -56,7 +56,30 @@ def data_dir() -> Path:
 
 
 def data_path(name: str) -> Path:
-    """Path of a file shipped in ``data/``; a clear error if it is missing (or if there is no clone)."""
+    """Path of a file shipped in ``data/``; a clear error if it is missing (or if there is no clone).
+
+    Parameters
+    ----------
+    name : str
+        The file's name inside ``data/`` (``data/README.md`` describes them), e.g. ``"sentence_pairs.tsv"``.
+
+    Returns
+    -------
+    pathlib.Path
+        The file's absolute path in the repository's ``data/`` folder (:func:`repo_root`).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``data/`` holds no such file (the message lists those it holds), or no clone of the repository is found
+        (mixlib installed from a wheel, ``$MIXLIB_ROOT`` without ``data/``).
+
+    Examples
+    --------
+    >>> p = mixlib.data_path("sentence_pairs.tsv")
+    >>> p.name, p.parent.name, p.is_file()
+    ('sentence_pairs.tsv', 'data', True)
+    """
     folder = data_dir()
     p = folder / name
     if not p.exists():

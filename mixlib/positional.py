@@ -134,6 +134,27 @@ def principal_angles(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Principal angles (degrees, ascending) between the column spaces of ``A`` (D, k) and ``B`` (D, m).
 
     Uses :func:`scipy.linalg.subspace_angles` (accurate also for small angles).
+
+    Parameters
+    ----------
+    A : array-like, shape (D, k)
+        Columns spanning the first subspace (need not be orthonormal).
+    B : array-like, shape (D, m)
+        Columns spanning the second subspace.
+
+    Returns
+    -------
+    numpy.ndarray, float64, shape (min(k, m),)
+        The angles in degrees, smallest first: 0 for a shared direction, 90 for orthogonal ones.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> e = np.eye(4)
+    >>> mixlib.principal_angles(e[:, :2], e[:, 1:3]).round(1).tolist()  # they share axis 1
+    [0.0, 90.0]
+    >>> mixlib.principal_angles(e[:, :2], e[:, 2:]).round(1).tolist()
+    [90.0, 90.0]
     """
     from scipy.linalg import subspace_angles
 
@@ -154,6 +175,7 @@ def positional_orthogonality(
     Parameters
     ----------
     enc : Encoder
+        From :func:`mixlib.load_encoder`; its word and position embedding matrices are compared.
     n_components : int, default 3
         Coordinates kept from the joint PCA (2 or 3 for a plot).
     top_k : int, default 10
@@ -169,6 +191,14 @@ def positional_orthogonality(
     Returns
     -------
     Positional
+        The joint PCA coordinates, the histogram and summary of the ``V x P`` cosines, the pairs with the
+        largest ``|cos|`` and the principal angles between the two top-``top_k`` subspaces.
+
+    Raises
+    ------
+    ValueError
+        A size out of range (``n_components`` in ``1..D``, ``top_k`` in ``1..min(D, P, V)``, ``bins``,
+        ``n_top``, ``chunk``).
 
     Notes
     -----
@@ -177,6 +207,16 @@ def positional_orthogonality(
     embedding), as in the paper. Cosines are computed in float32 from
     unit-normalised rows and clipped to ``[-1, 1]``; sums are accumulated in
     float64.
+
+    Examples
+    --------
+    >>> pos = mixlib.positional_orthogonality(enc, top_k=5)
+    >>> pos.word_coords.shape, pos.pos_coords.shape  # (V, 3), (P, 3)
+    ((30522, 3), (512, 3))
+    >>> pos.n_pairs, round(pos.mean_abs_cos, 2)  # every word x position pair: nearly orthogonal
+    (15627264, 0.04)
+    >>> bool((pos.angles_deg > 80).all())  # the two top-5 subspaces barely share a direction
+    True
     """
     import pandas as pd
 
@@ -298,6 +338,7 @@ def position_attention(
     Parameters
     ----------
     enc : Encoder
+        From :func:`mixlib.load_encoder`.
     layer : int, default 0
         0-based layer whose query/key weights are used. Only layer 0 sees the
         embeddings directly; other layers are a probe of their weights.
@@ -327,7 +368,15 @@ def position_attention(
     ------
     ValueError
         ``input_std`` without ``layernorm=True``, of the wrong length, or not
-        positive and finite.
+        positive and finite; ``layer`` or ``n`` out of range.
+
+    Examples
+    --------
+    >>> a = mixlib.position_attention(enc, layer=0, n=16)
+    >>> a.shape  # (H, n, n): query position x key position
+    (12, 16, 16)
+    >>> a.sum(-1).round(4).min(), a.sum(-1).round(4).max()
+    (np.float32(1.0), np.float32(1.0))
     """
     enc.check_layer(layer)
     n = _int_arg("n", n, 1, enc.max_positions)
@@ -629,12 +678,15 @@ def centred_overlap(
         Words (a seeded sample) used for the mean ``|cos|`` null; the observed
         value over the same sample is reported as ``sample_mean_abs_cos``.
     seed : int, default 0
-    model : str
+        Seed of ``numpy.random.default_rng`` (the word sample, the rotations and the random subspaces).
+    model : str, default ""
         Name stored in the result (taken from the encoder when one is given).
 
     Returns
     -------
     Overlap
+        The raw and centred statistics beside their random-subspace nulls; :meth:`Overlap.share_table` and
+        :meth:`Overlap.cos_table` summarise them.
 
     Raises
     ------
@@ -652,8 +704,13 @@ def centred_overlap(
 
     Examples
     --------
-    >>> ov = centred_overlap(enc, None, ks=(1, 10))      # doctest: +SKIP
-    >>> ov.share_table()[["share_centred", "null_q975"]]  # doctest: +SKIP
+    >>> ov = mixlib.centred_overlap(enc, None, ks=(1, 10), n_draws=20, n_rotations=5, n_sample=200)
+    >>> round(ov.mean_alignment, 2)  # the mean word and the mean position vector point alike
+    0.52
+    >>> round(ov.mean_abs_cos_raw, 3), round(ov.mean_abs_cos_centred, 3)  # centring removes most of the overlap
+    (0.037, 0.014)
+    >>> ov.share_table().index.tolist()  # one row per k
+    [1, 10]
     """
     if P is None and hasattr(W, "word_embeddings"):
         enc = W
@@ -962,13 +1019,17 @@ def token_attention(
     Parameters
     ----------
     enc : Encoder
+        From :func:`mixlib.load_encoder` (in eval mode).
     layer : int, default 0
+        0-based layer whose attention weights are averaged.
     n : int, default 64
         Sequence length (positions ``0..n-1``).
     n_seqs : int, default 32
         Random sequences averaged.
     seed : int, default 0
+        Seed of ``numpy.random.default_rng`` that draws the tokens.
     segment : int, default 0
+        Token type (segment) id of every token.
     batch : int, default 16
         Sequences per forward pass.
 
@@ -976,6 +1037,20 @@ def token_attention(
     -------
     numpy.ndarray, float32, shape (H, n, n)
         Rows = query position, columns = key position; each row sums to 1.
+
+    Raises
+    ------
+    ValueError
+        ``layer``, ``n``, ``n_seqs``, ``batch`` or ``segment`` out of range, or the model is in train mode
+        (dropout on).
+
+    Examples
+    --------
+    >>> t = mixlib.token_attention(enc, layer=0, n=16, n_seqs=8)
+    >>> t.shape  # (H, n, n)
+    (12, 16, 16)
+    >>> bool(abs(t.sum(-1) - 1).max() < 1e-4)
+    True
     """
     from .models import check_eval
 
@@ -1029,6 +1104,7 @@ def map_correlation(A: Any, B: Any, *, n_perm: int = 200, seed: int = 0):
         columns would keep the diagonal in place and so "explain" any
         attend-to-self head).
     seed : int, default 0
+        Seed of ``numpy.random.default_rng`` that draws the permutations.
 
     Returns
     -------
@@ -1061,7 +1137,17 @@ def map_correlation(A: Any, B: Any, *, n_perm: int = 200, seed: int = 0):
     Raises
     ------
     ValueError
-        If the shapes differ or are not (H, n, n).
+        If the shapes differ or are not (H, n, n), or ``n_perm`` is out of range.
+
+    Examples
+    --------
+    >>> a = mixlib.position_attention(enc, n=16)
+    >>> t = mixlib.token_attention(enc, n=16, n_seqs=8)
+    >>> mc = mixlib.map_correlation(a, t, n_perm=20)
+    >>> mc.shape, mc.index.name  # one row per head
+    ((12, 10), 'head')
+    >>> mc.columns.tolist()[:5]
+    ['r', 'null_mean', 'null_q95', 'null_max', 'p_value']
     """
     import pandas as pd
 
@@ -1137,6 +1223,18 @@ def own_sieve(full: Any, half_a: Any, half_b: Any, *, margin: float = 0.05):
     ValueError
         If the frames lack the columns or their heads differ, or ``margin`` is
         not in (0, 1).
+
+    Examples
+    --------
+    >>> a = mixlib.position_attention(enc, n=16)
+    >>> t1 = mixlib.token_attention(enc, n=16, n_seqs=4, seed=0)
+    >>> t2 = mixlib.token_attention(enc, n=16, n_seqs=4, seed=1)
+    >>> full, half_a, half_b = (mixlib.map_correlation(a, t, n_perm=20) for t in ((t1 + t2) / 2, t1, t2))
+    >>> s = mixlib.own_sieve(full, half_a, half_b)
+    >>> s.name, s.shape  # one label per head
+    ('sieve', (12,))
+    >>> set(s) <= {"distinct", "unsure", "indistinct", "not_own"}
+    True
     """
     import pandas as pd
 
@@ -1181,6 +1279,17 @@ def offset_groups(heads: Any, *, settled: Any, flat_pos: Any, flat_tok: Any, pea
         ``same`` (both concentrate on one offset, the same), ``other`` (both concentrate, on different offsets),
         ``posflat`` (real attention settles, the position-only map is flat), ``flat`` (real attention is flat),
         ``unsettled`` (real attention concentrates but the halves disagree on where).
+
+    Raises
+    ------
+    ValueError
+        A head is both ``settled`` and ``flat_tok`` (settling includes clearing the bar).
+
+    Examples
+    --------
+    >>> mixlib.offset_groups([0, 1, 2, 3], settled=[True, True, False, False], flat_pos=[False, True, False, False],
+    ...                      flat_tok=[False, False, True, False], peak_pos=[1, -1, 0, 0], peak_tok=[1, 1, 0, 0])
+    {'same': [0], 'other': [], 'posflat': [1], 'flat': [2], 'unsettled': [3]}
     """
     groups: dict[str, list[int]] = {k: [] for k in OFFSET_GROUPS}
     for h in heads:
@@ -1255,17 +1364,22 @@ def psi_rank_agreement(
     Parameters
     ----------
     enc : Encoder
+        From :func:`mixlib.load_encoder`.
     ids : array-like of int, shape (N,)
-        Tokens to compare (e.g. a random sample of the vocabulary).
+        Tokens to compare (e.g. a random sample of the vocabulary); at least 3.
     positions : iterable of int
+        Positions ``k`` at which the real input is built, each in ``0..P-1``.
     layer : int, default 0
         Layer whose projections are used. Only layer 0 receives this input; for
         other layers it is a probe of the weights.
     segment : int, default 0
+        Token type (segment) id of the real input.
     which : {"q", "k", "v", "qkv"}, default "qkv"
+        Which psi to compare (:meth:`Stretch.get`).
     n_boot : int, default 200
         Bootstrap resamples of the tokens for the 95 % interval (0 = none).
     seed : int, default 0
+        Seed of ``numpy.random.default_rng`` that draws the resamples.
 
     Returns
     -------
@@ -1273,6 +1387,22 @@ def psi_rank_agreement(
         One row per (position, head): ``position``, ``head``, ``rho``,
         ``ci_lo``, ``ci_hi`` (2.5 % / 97.5 % bootstrap quantiles; NaN when
         ``n_boot=0``).
+
+    Raises
+    ------
+    ValueError
+        ``positions`` is empty or holds a position out of range, fewer than 3 token ids, ``n_boot`` or
+        ``layer`` out of range, or a token id outside the vocabulary.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ids = np.random.default_rng(0).choice(np.arange(1000, 30000), size=50, replace=False)
+    >>> r = mixlib.psi_rank_agreement(enc, ids, [0, 5], n_boot=20)
+    >>> r.shape  # 2 positions x 12 heads
+    (24, 5)
+    >>> r.columns.tolist()
+    ['position', 'head', 'rho', 'ci_lo', 'ci_hi']
     """
     import pandas as pd
     from scipy.stats import spearmanr

@@ -391,6 +391,7 @@ def stream_mixing(
     Parameters
     ----------
     enc : mixlib.Encoder
+        A post-LN BERT-family encoder (:func:`mixlib.load_encoder`).
     texts : path
         UTF-8 text file: one text per line, or ``A<TAB>B`` for a pair, read
         by :func:`mixlib.texts.iter_texts` (the same rules as every command).
@@ -417,6 +418,29 @@ def stream_mixing(
     Returns
     -------
     StreamResult
+        ``out`` (the folder), ``written`` and ``skipped`` (the chunk indices computed now and those already
+        there), ``n_sequences`` (in the chunks written now). :func:`merge_mixing` reads the folder.
+
+    Raises
+    ------
+    ValueError
+        A bad ``chunk_size``, ``shard`` or masking option, a folder that holds another run (other model,
+        options or text file) or is being written by another run of the same shard, or a text file that
+        changed while it was read.
+    ImportError
+        pyarrow is not installed.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, shutil
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "texts.txt").write_text("The cat sat on the mat.\\nA dog ran away.\\nBirds sing.\\n", encoding="utf-8")
+    >>> r = mixlib.stream_mixing(enc, d / "texts.txt", d / "out", chunk_size=2)
+    >>> r.written, r.skipped, r.n_sequences  # two chunks: texts 0-1 and 2
+    ((0, 1), (), 3)
+    >>> mixlib.stream_mixing(enc, d / "texts.txt", d / "out", chunk_size=2).skipped  # run again: resumes
+    (0, 1)
+    >>> shutil.rmtree(d)
     """
     _need_pyarrow()
     i, n = parse_shard(shard) if isinstance(shard, str) else parse_shard(f"{shard[0]}/{shard[1]}")
@@ -619,6 +643,19 @@ def merge_mixing(out: str | os.PathLike, *, percent: bool = True, allow_partial:
     ValueError
         ``stream.json`` missing, no chunk files, a foreign, renamed or
         unreadable chunk file, or missing chunks without ``allow_partial``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, shutil
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "texts.txt").write_text("The cat sat on the mat.\\nA dog ran away.\\nBirds sing.\\n", encoding="utf-8")
+    >>> _ = mixlib.stream_mixing(enc, d / "texts.txt", d / "out", chunk_size=2)
+    >>> res = mixlib.merge_mixing(d / "out")
+    >>> res["n_sequences"], res["chunks"], res["partial"]
+    (3, [0, 1], False)
+    >>> res["table"].shape, res["summary"].index[-1]  # as mixing_table and mixing_summary
+    ((6, 6), 'AttnResLn-N')
+    >>> shutil.rmtree(d)
     """
     import pandas as pd
 

@@ -199,6 +199,14 @@ def norm_stretch(
     Stretch
         Arrays ``(L, H, V)`` float32 on the CPU.
 
+    Raises
+    ------
+    ValueError
+        A layer out of range, a ``chunk`` that is not a positive int, or an ``X`` that is not ``(V, D)``, has
+        no rows, or holds NaN or infinite values.
+    TypeError
+        ``X`` is not a tensor or array, ``layers`` is not an int or a list of ints, or ``bias`` is not a bool.
+
     Notes
     -----
     For each layer and projection the whole ``(V, D)`` product ``X W^T`` is
@@ -215,9 +223,15 @@ def norm_stretch(
 
     Examples
     --------
-    >>> s = norm_stretch(enc)                     # doctest: +SKIP
-    >>> s.psi_qkv.shape                            # doctest: +SKIP
-    (12, 12, 30522)
+    >>> s = mixlib.norm_stretch(enc, layers=[0])  # the whole vocabulary, layer 0
+    >>> s.shape  # (L, H, V)
+    (1, 12, 30522)
+    >>> s.tokens[2000], round(float(s.psi_q[0, 0, 2000]), 2)
+    ('to', 2.34)
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).standard_normal((5, enc.d_model))  # any vectors
+    >>> mixlib.norm_stretch(enc, X, layers=[0]).psi_qkv.shape
+    (1, 12, 5)
     """
     Lsel = enc.check_layers(layers)
     if chunk is not None and (not isinstance(chunk, (int, np.integer)) or isinstance(chunk, bool) or chunk < 1):
@@ -338,6 +352,7 @@ def stretch_bounds(enc: Any, *, layers: int | Iterable[int] | None = None) -> St
     Parameters
     ----------
     enc : Encoder
+        From :func:`mixlib.load_encoder`.
     layers : int or iterable of int, optional
         0-based layers (default: all).
 
@@ -348,10 +363,19 @@ def stretch_bounds(enc: Any, *, layers: int | Iterable[int] | None = None) -> St
         the CPU from the ``H`` small Gram matrices ``P P^T`` (``d' x d'``) of each
         projection, batched over heads.
 
+    Raises
+    ------
+    ValueError, TypeError
+        ``layers`` is empty, repeats a layer, holds one out of range or is not an int or a list of ints.
+
     Examples
     --------
-    >>> b = stretch_bounds(enc)                              # doctest: +SKIP
-    >>> lo, hi = b.bounds("q", layer=2, head=1)              # doctest: +SKIP
+    >>> b = mixlib.stretch_bounds(enc, layers=[0])
+    >>> b.psi_max.shape  # (projection, L, H)
+    (3, 1, 12)
+    >>> lo, hi = b.bounds("q", layer=0, head=1)
+    >>> round(lo, 2), round(hi, 2)  # psi_min is 0: P has a null space (d' < d)
+    (0.0, 10.88)
     """
     Lsel = enc.check_layers(layers)
     H, dh, D = enc.n_heads, enc.d_head, enc.d_model
@@ -404,6 +428,14 @@ def random_psi_rms(enc: Any, *, layers: int | Iterable[int] | None = None) -> np
     -------
     numpy.ndarray, float64, shape (3, L, H)
         Axis 0 follows :data:`PROJECTIONS` (query, key, value).
+
+    Examples
+    --------
+    >>> r = mixlib.random_psi_rms(enc, layers=[0])
+    >>> r.shape  # (projection, L, H)
+    (3, 1, 12)
+    >>> r[:, 0, 0].round(2).tolist()  # query, key, value of head 0: far from 1
+    [1.74, 1.64, 0.83]
     """
     Lsel = enc.check_layers(layers)
     H, dh, D = enc.n_heads, enc.d_head, enc.d_model
@@ -441,6 +473,17 @@ def normalize_stretch(stretch: Stretch, rms: Any) -> Stretch:
     ValueError
         ``stretch`` is already normalised or was computed with biases, or
         ``rms`` has the wrong shape or a non-positive value.
+    TypeError
+        ``stretch`` is not a :class:`Stretch`.
+
+    Examples
+    --------
+    >>> s = mixlib.norm_stretch(enc, layers=[0])
+    >>> n = mixlib.normalize_stretch(s, mixlib.random_psi_rms(enc, layers=[0]))
+    >>> n.normalized, n.shape
+    (True, (1, 12, 30522))
+    >>> round(float(n.psi_q[0, 0, 2000]), 1)  # "to" in head 0: 1.3 times a random direction
+    1.3
     """
     if not isinstance(stretch, Stretch):
         raise TypeError(f"stretch must be a Stretch from norm_stretch(), got {type(stretch).__name__}.")
@@ -474,6 +517,7 @@ def bias_rank_correlation(plain: Stretch, biased: Stretch, which: str = "qkv") -
         ``norm_stretch(enc, X)`` and ``norm_stretch(enc, X, bias=True)`` for
         the same vectors and layers.
     which : {"qkv", "q", "k", "v"}, default "qkv"
+        Which psi to compare: the product (default) or one projection's.
 
     Returns
     -------
@@ -481,6 +525,22 @@ def bias_rank_correlation(plain: Stretch, biased: Stretch, which: str = "qkv") -
         Spearman's rho between the two psi of every head (ties get average
         ranks; vectors with NaN psi are left out). 1 means the biases do not
         change the order of the tokens in that head.
+
+    Raises
+    ------
+    ValueError
+        The two results differ in shape or layers, are passed in the wrong order (``plain`` with biases or
+        ``biased`` without), fewer than two vectors have a finite psi, or ``which`` is not one of the four.
+
+    Examples
+    --------
+    >>> plain = mixlib.norm_stretch(enc, layers=[0])
+    >>> biased = mixlib.norm_stretch(enc, layers=[0], bias=True)
+    >>> rho = mixlib.bias_rank_correlation(plain, biased)
+    >>> rho.shape  # (L, H)
+    (1, 12)
+    >>> bool((rho > 0).all())
+    True
     """
     from scipy.stats import rankdata
 
@@ -511,11 +571,13 @@ def eigen_alignment(enc: Any, stretch: Stretch, X: Any, *, top: int = 100):
     Parameters
     ----------
     enc : Encoder
+        The encoder ``stretch`` was computed with.
     stretch : Stretch
         ``norm_stretch(enc, X=X)`` (or of the word embeddings, with ``X`` the same matrix).
     X : array-like, shape (V, D)
         The vectors ``stretch`` was computed on.
     top : int, default 100
+        How many of the most stretched vectors of each head to compare, 1..V.
 
     Returns
     -------
@@ -525,6 +587,21 @@ def eigen_alignment(enc: Any, stretch: Stretch, X: Any, *, top: int = 100):
         ``top_share_rand`` the same for a random direction, ``lambda_1 / sum lambda``; ``row_share`` mean share
         of the squared (unit) length inside the row space (``d'/D`` for a random direction); ``lam21``
         ``lambda_2 / lambda_1``.
+
+    Raises
+    ------
+    ValueError
+        ``X`` does not have the shape ``(V, D)`` of the vectors of ``stretch``, or ``top`` is not in 1..V.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.random.default_rng(0).standard_normal((20, enc.d_model))
+    >>> e = mixlib.eigen_alignment(enc, mixlib.norm_stretch(enc, X, layers=[0]), X, top=5)
+    >>> e.shape  # 3 projections x 1 layer x 12 heads
+    (36, 8)
+    >>> e.columns.tolist()
+    ['projection', 'layer', 'head', 'top_cos', 'top_share', 'top_share_rand', 'row_share', 'lam21']
     """
     import pandas as pd
 

@@ -137,22 +137,35 @@ def mixing_conventions(enc: Any, batch: Any, *, layers: Any = None, batch_size: 
     Parameters
     ----------
     enc : mixlib.Encoder
+        A post-LN BERT-family encoder (:func:`mixlib.load_encoder`).
     batch : texts, pairs or a tokenized batch
         As for :func:`decompose`.
     layers : int or list of int, optional
-        Default all.
+        Layers to analyse, 0-based; default all.
     batch_size : int, default 32
+        Sequences per forward pass.
     max_length : int, optional
+        For texts: longest sequence in tokens (default: the model's limit).
 
     Returns
     -------
     MixingVariants
-        ``.table()`` gives the per-layer means.
+        The per-token ratios, norms and cosines, each ``(L, B, N)``; ``.table()`` gives the per-layer means.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad input, as for :func:`decompose` (empty texts, a layer out of range, a malformed batch, a
+        ``batch_size`` that is not a positive int).
 
     Examples
     --------
-    >>> v = mixing_conventions(enc, mask_tokens(enc, texts))
-    >>> v.table(["book", "bv_to_bias", "bo_to_keep"])  # layer x convention, percent
+    >>> v = mixlib.mixing_conventions(enc, mixlib.mask_tokens(enc, ["The cat sat on the mat.", "A dog ran away."]))
+    >>> t = v.table(["book", "bv_to_bias", "before_ln", "scale_only"])  # layer x convention, percent
+    >>> t.shape
+    (6, 4)
+    >>> t.loc[0].round(1).tolist()  # layer 0: a uniform scale (scale_only) never moves the ratio
+    [24.5, 23.6, 26.3, 26.3]
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is not allowed; give a positive int.")

@@ -266,6 +266,9 @@ def decompose(
     Returns
     -------
     Mixing
+        The four vectors (when kept), their norms and the mixing ratios, each
+        ``(L, B, N)`` or ``(L, B, N, D)``, on the CPU; padding positions hold
+        NaN. ``max_error`` holds the self-checks' largest error per layer.
 
     Raises
     ------
@@ -276,15 +279,21 @@ def decompose(
         layer; the message names the layer and the error.
     ValueError, TypeError
         Bad input: empty text list, a non-string item, a layer out of range,
-        a malformed tokenized batch.
+        a malformed tokenized batch, a ``batch_size`` that is not a positive int.
+    MemoryError
+        ``vectors=True`` and the four vector fields would not fit in memory.
 
     Examples
     --------
-    >>> enc = mixlib.load_encoder()
-    >>> m = mixlib.decompose(enc, mixlib.mask_tokens(enc, ["The cat sat on the mat."]))
+    >>> m = mixlib.decompose(enc, mixlib.mask_tokens(enc, ["The cat sat on the mat.", "A dog ran away."]))
     >>> m.ratio.shape  # (L, B, N)
-    torch.Size([6, 1, 9])
-    >>> mixlib.mixing_table(m)  # layer x category, percent
+    torch.Size([6, 2, 9])
+    >>> m.tokens(0)
+    ['[CLS]', 'the', 'cat', 'sat', 'on', 'the', '[MASK]', '.', '[SEP]']
+    >>> round(float(m.ratio[0, 0, 1]), 2)  # layer 0, token "the": its share of mixed context
+    0.21
+    >>> mixlib.mixing_table(m).shape  # layer x category, percent
+    (6, 6)
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size={batch_size!r} is not allowed; give a positive int.")

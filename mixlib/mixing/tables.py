@@ -199,10 +199,29 @@ def mixing_table(
         (``estimate``, ``low``, ``high``); ``table.xs("estimate", axis=1,
         level="stat")`` is the table without ``ci``.
 
+    Raises
+    ------
+    ValueError
+        ``by`` is not ``"category"``, ``metric`` is not one of :data:`METRICS`,
+        or (with ``ci``) ``ci`` is not in (0, 1), ``n_boot`` is not an int >= 10
+        or ``seed`` is not a non-negative int.
+
+    Warns
+    -----
+    UserWarning
+        With ``ci``, a category found in only one sequence: its interval is left out (NaN).
+
     Examples
     --------
-    >>> t = mixing_table(m, ci=0.95, n_boot=1000, seed=0)
-    >>> t[("全体", "high")] - t[("全体", "low")]  # width of the 95% interval, per layer
+    >>> m = mixlib.decompose(enc, mixlib.mask_tokens(enc, ["The cat sat on the mat.", "A dog ran away."]))
+    >>> t = mixlib.mixing_table(m)
+    >>> t.columns.tolist()
+    ['全体', '[CLS]', '[SEP]', '[MASK]', '句読点', 'その他']
+    >>> round(float(t.loc[0, "全体"]), 1)  # layer 0, all tokens: percent of mixed context
+    24.5
+    >>> t = mixlib.mixing_table(m, ci=0.95, n_boot=100, seed=0)
+    >>> t.columns[:3].tolist()
+    [('全体', 'estimate'), ('全体', 'low'), ('全体', 'high')]
     """
     import pandas as pd
 
@@ -262,7 +281,9 @@ def mixing_summary(mixing: Mixing, *, percent: bool = True, ci: float | None = N
         With fewer than two sequences the mean gets none either (NaN and a
         warning).
     n_boot : int, default 1000
+        Bootstrap resamples (with ``ci``).
     seed : int, default 0
+        Seed of the resampling (with ``ci``).
 
     Returns
     -------
@@ -271,6 +292,21 @@ def mixing_summary(mixing: Mixing, *, percent: bool = True, ci: float | None = N
         columns ``mean``, ``max``, ``min``. Pooled means every real token of
         every analysed layer counts once. With ``ci``, MultiIndex columns
         ``(statistic, stat)`` with ``stat`` in :data:`CI_LEVELS`.
+
+    Raises
+    ------
+    ValueError
+        With ``ci``: ``ci`` is not in (0, 1), ``n_boot`` is not an int >= 10 or
+        ``seed`` is not a non-negative int.
+
+    Examples
+    --------
+    >>> m = mixlib.decompose(enc, mixlib.mask_tokens(enc, ["The cat sat on the mat.", "A dog ran away."]))
+    >>> s = mixlib.mixing_summary(m)
+    >>> s.index.tolist(), s.columns.tolist()
+    (['Attn-W', 'Attn-N', 'AttnRes-W', 'AttnRes-N', 'AttnResLn-N'], ['mean', 'max', 'min'])
+    >>> round(float(s.loc["AttnResLn-N", "mean"]), 1)  # percent, all tokens and layers
+    21.0
     """
     import pandas as pd
 
