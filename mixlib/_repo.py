@@ -3,8 +3,9 @@
 ``_config.yml`` (``repository.url``) drives the book's Colab and repository
 buttons; every notebook's first cell (:data:`INSTALL_CELL`) clones the same URL
 on Colab. ``tests/test_repo.py`` checks that the three agree, so changing the
-URL means changing it here and in ``_config.yml``, then writing the new cell into
-every notebook. ``tests/test_colab_cell.py`` runs the cell as Colab would.
+URL means running ``python -m mixlib._fork NEW_URL`` (``make fork URL=...``), which rewrites
+it here, in ``_config.yml`` and in every other copy, writes the new cell into every notebook and regenerates
+the Colab edition. ``tests/test_colab_cell.py`` runs the cell as Colab would.
 """
 
 from __future__ import annotations

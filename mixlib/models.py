@@ -925,7 +925,7 @@ def load_encoder(name: str | os.PathLike | None = None, *, fallback: bool = True
         With a model and a tokenizer of its own: each call returns a fresh copy of the weights and of
         the tokenizer, so an exercise that ablates a head in one encoder (or sets ``padding_side`` on
         its tokenizer) and then loads "a fresh model" gets the real one. Files are read
-        once per (name, fallback, device) and kept unchanged in memory (four at most); a local folder
+        once per (name, fallback, device, lang) and kept unchanged in memory (four at most); a local folder
         whose files change (a model saved over it) is read again.
 
     Raises

@@ -355,7 +355,8 @@ def position_attention(
     input_std : float or array-like of shape (n,), optional
         Only with ``layernorm=True``: divide each centred position vector by
         this standard deviation instead of its own, i.e. scale it as it is
-        scaled inside the real input ``LN(e + p + s)`` (see :func:`input_std`).
+        scaled inside the real input ``LN(e + p + s)`` (``mixlib.positional.input_std(enc, n, ids)``
+        computes it over the token ids ``ids``).
         ``LN(p)`` alone divides by the small spread of ``p`` and so enlarges
         the position part several times more than the real input does.
 

@@ -268,7 +268,9 @@ def decompose(
     Mixing
         The four vectors (when kept), their norms and the mixing ratios, each
         ``(L, B, N)`` or ``(L, B, N, D)``, on the CPU; padding positions hold
-        NaN. ``max_error`` holds the self-checks' largest error per layer.
+        NaN. The three self-checks' largest errors per layer are ``max_error``
+        (the decomposition against the LayerNorm output), ``max_attention_error``
+        and ``max_split_error``.
 
     Raises
     ------
