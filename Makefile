@@ -1,4 +1,4 @@
-# Two commands on a fresh machine (Python 3.10+ with venv, and npm):
+# Two commands on a fresh machine (Python 3.11+ with venv, and npm):
 #   make book   -> .venv + requirements + mixlib (editable), executes every notebook, builds _build/html
 #   make test   -> same environment, pytest (unit tests + every notebook in fast mode)
 # Other targets: make bench, make site-check, make vendor, make clean, make help.

@@ -325,3 +325,28 @@ def test_readme_is_short_and_every_local_link_resolves():
     for moved in ("CONTRIBUTING.md", "book/teaching.md", "benchmarks/README.md", "data/README.md",
                   "book/reference/index.md"):
         assert moved in local, f"README.md does not link {moved}"
+
+
+def test_every_copy_of_the_repository_url_names_this_repository():
+    """Every GitHub, Colab and Pages URL in the files that copy the repository's URL names REPO_URL / SITE_URL:
+    what ``make fork`` rewrites is exactly what is checked (a copy it missed would name the original here)."""
+    from mixlib._fork import _text_files
+    from mixlib._repo import SITE_URL
+
+    slug = REPO_URL.removeprefix("https://github.com/")
+    seen = 0
+    for path in _text_files(ROOT):
+        if path.suffix == ".ipynb":
+            continue  # a chapter's copy is its first cell (test_every_colab_cell_clones_repo_url); it cites others
+        text = path.read_text(encoding="utf-8")
+        for owner, name in re.findall(r"https://github\.com/([\w.-]+)/([\w.-]+)", text):
+            if (owner, name) != ("OWNER", "NAME"):  # the placeholder of the fork instructions
+                assert f"{owner}/{name}".removesuffix(".git") == slug, f"{path.relative_to(ROOT)} names {owner}/{name}"
+                seen += 1
+        for found in re.findall(r"colab\.research\.google\.com/github/([\w.-]+/[\w.-]+)/", text):
+            assert found == slug, f"{path.relative_to(ROOT)}: a Colab link into {found}"
+            seen += 1
+        for site in re.findall(r"https://[\w.-]+\.github\.io/[^\s)\"'<>`]*", text):
+            assert site.startswith(SITE_URL), f"{path.relative_to(ROOT)}: {site} is not under {SITE_URL}"
+            seen += 1
+    assert seen > 10, "no copy of the URL found: the search is broken"
