@@ -321,6 +321,12 @@ def test_readme_is_short_and_every_local_link_resolves():
     assert local, "the README links no file of the repository"
     for link in local:
         assert (ROOT / link).exists(), f"README.md links {link}, which does not exist"
+    # in-page links: GitHub's anchor of a heading is its text, lower case, punctuation dropped, spaces as '-'
+    anchors = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+               for h in re.findall(r"^#{1,6} (.+)$", readme, flags=re.M)}
+    for link in links:
+        if link.startswith("#"):
+            assert link[1:] in anchors, f"README.md links {link}, which is no heading of it"
     # every page the README's sections moved to is one link away
     for moved in ("CONTRIBUTING.md", "book/teaching.md", "benchmarks/README.md", "data/README.md",
                   "book/reference/index.md"):
