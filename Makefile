@@ -38,12 +38,13 @@ PYTEST_ARGS ?= --durations=15
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help env vendor book colab fork test test-paper test-colab test-py313 bench site-check clean clean-cache placeholders
+.PHONY: help env vendor book colab fork assign test test-paper test-colab test-py313 bench site-check clean clean-cache placeholders
 
 help:
 	@echo "make book        build the executed book into _build/html (creates .venv on first use)"
 	@echo "make colab       regenerate the Colab edition notebooks/colab/ from the chapters (commit it with them)"
 	@echo "make fork URL=https://github.com/OWNER/NAME   point a fork at itself: every copy of the repository URL, the chapters' install cell, the Colab edition"
+	@echo "make assign      the student edition: every chapter as a Colab notebook without solutions, in _build/assign/student/"
 	@echo "make test        run pytest (unit tests + every notebook in fast mode)"
 	@echo "make test-paper  the CLI and every notebook (fast mode) on a random-weight stand-in for bert-base-uncased"
 	@echo "make test-colab  a replica of Colab's runtime: its install cell must replace nothing; then the chapters there"
@@ -110,6 +111,11 @@ book: env vendor placeholders _build/.toc-stamp
 # shown by folded cells from the student's own run (mixlib/_edition.py). tests/test_edition.py fails when it is stale.
 colab: env
 	$(PY) -m mixlib._edition
+
+# The student edition (mixlib/_assign.py): the Colab edition of every chapter without its solutions, to hand out
+# as an assignment; tests/test_assign.py checks that no line of a solution or of a reference is in it.
+assign: env
+	$(PY) -m mixlib._assign
 
 # A lecturer's fork: every copy of the repository URL (and its GitHub Pages site) rewritten from URL, the install cell
 # written into every chapter, the Colab edition regenerated (mixlib/_fork.py; book/teaching.md).

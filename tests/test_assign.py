@@ -1,0 +1,106 @@
+"""The student edition (``make assign``, :mod:`mixlib._assign`): the Colab edition without a single solution."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mixlib import _assign, _edition
+
+pytestmark = pytest.mark.torch_free
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.fixture(scope="module")
+def student() -> dict[str, dict]:
+    return {name: json.loads(text) for name, text in _assign.build(ROOT).items()}
+
+
+def _text(nb: dict) -> str:
+    return "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in nb["cells"])
+
+
+def _solutions_and_rest(path: Path) -> tuple[list[str], str]:
+    """The bodies of the chapter's {solution} blocks, and the chapter's text without them."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    solutions, rest = [], []
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] != "markdown":
+            rest.append(src)
+            continue
+        for is_directive, piece in _edition.segments(src):
+            m = _edition.DIRECTIVE_OPEN.match(piece.split("\n", 1)[0]) if is_directive else None
+            (solutions if m and m.group("name") == "solution" else rest).append(piece)
+    return solutions, "\n".join(rest)
+
+
+def _own_lines(text: str, elsewhere: str) -> set[str]:
+    """Lines of ``text`` long enough to be telling that do not occur in ``elsewhere``."""
+    lines = {line.strip() for line in text.split("\n")}
+    return {line for line in lines if len(line) >= 12 and not line.startswith(("```", ":::", ":")) and line not in elsewhere}
+
+
+def test_every_chapter_has_a_student_edition(student):
+    assert sorted(student) == [p.name for p in CHAPTERS]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_line_of_any_solution_is_in_the_student_edition(path, student):
+    solutions, rest = _solutions_and_rest(path)
+    text = _text(student[path.name])
+    assert "解答例" not in text or "解答例を除いてある" in text
+    assert not re.search(r"<summary>解答例", text)
+    leaked = sorted(line for body in solutions for line in _own_lines(body, rest) if line in text)
+    assert not leaked, f"{path.name}: solution lines in the student edition: {leaked[:5]}"
+    if re.search(r"\{exercise\}", rest):
+        assert solutions, f"{path.name}: exercises but no solution found: the search is broken"
+
+
+def test_no_line_of_the_references_is_in_any_student_edition(student):
+    """The references (mixlib/exercise/part*.py) compute the expected answers: none of their own lines is handed out."""
+    chapters = "\n".join(p.read_text(encoding="utf-8") for p in CHAPTERS)
+    for part in sorted((ROOT / "mixlib" / "exercise").glob("part*.py")):
+        own = {line for line in _own_lines(part.read_text(encoding="utf-8"), chapters)
+               if not line.startswith(("#", '"""', "def ", "@", "return ", "import ", "from "))}
+        assert own, part.name
+        for name, nb in student.items():
+            text = _text(nb)
+            leaked = sorted(line for line in own if line in text)
+            assert not leaked, f"{name}: lines of {part.name} in the student edition: {leaked[:5]}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_the_student_keeps_the_install_cell_every_exercise_and_every_check(path, student):
+    colab = json.loads((ROOT / "notebooks" / "colab" / path.name).read_text(encoding="utf-8"))
+    nb = student[path.name]
+    assert nb["cells"][0] == colab["cells"][0], "the install cell comes first, as in the Colab edition"
+    source = path.read_text(encoding="utf-8")
+    text = _text(nb)
+    n_exercises = len(re.findall(r"\{exercise\}", source))
+    assert len(re.findall(r"^### 演習 ex-", text, flags=re.M)) == n_exercises
+    checks = [c for c in nb["cells"] if c["cell_type"] == "code" and "check_answer(" in "".join(c["source"])]
+    colab_checks = [c for c in colab["cells"] if c["cell_type"] == "code" and "check_answer(" in "".join(c["source"])]
+    assert checks == colab_checks, "every self-check cell is kept as it is"
+    assert "学生版" in text
+    # nothing else differs from the Colab edition: the chapter's code cells are the same (a prose cell, which shows
+    # a paragraph with this run's numbers, goes with its solution when the paragraph is part of one)
+    def code(notebook):
+        return [c["source"] for c in notebook["cells"] if c["cell_type"] == "code"
+                and not "".join(c["source"]).startswith("#@title 本文（この実行の数で）")]
+    assert code(nb) == code(colab)
+
+
+def test_make_assign_writes_only_its_folder(tmp_path):
+    out = tmp_path / "student"
+    out.mkdir()
+    (out / "99_old.ipynb").write_text("{}", encoding="utf-8")
+    (out / "notes.txt").write_text("the lecturer's", encoding="utf-8")
+    assert _assign.main(["--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted([p.name for p in CHAPTERS] + ["notes.txt"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["student"]
