@@ -8,7 +8,7 @@ k-means clusters of the vocabulary (:mod:`mixlib.clusters`), and how word and
 position embeddings sit in nearly orthogonal subspaces (:mod:`mixlib.positional`).
 
 The public API is ``mixlib.__all__``: the names below, documented in the book's reference appendix
-(``book/reference/api.md``, generated from these docstrings; ``tests/test_reference.py`` keeps the two equal).
+(``book/reference/api.md``, generated from these docstrings; ``tests/test_api_reference.py`` keeps the two equal).
 The modules that serve the book itself (``mixlib.course``, ``mixlib.exercise``, ``mixlib.widgets``,
 ``mixlib.interactive``, ``mixlib.glue``, ``mixlib.plots``, ``mixlib._colab`` ...) may change with any chapter.
 
