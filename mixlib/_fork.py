@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import re
-import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -85,12 +84,9 @@ def plan(root: Path, url: str, site: str | None = None) -> dict[Path, str]:
         texts[path] = text
     # the install cell of the new _repo.py, written into every chapter as its first cell
     new_repo_py = root / "mixlib" / "_repo.py"
-    scratch = root / "mixlib" / f".{os.getpid()}-repo.py"
-    scratch.write_text(texts[new_repo_py], encoding="utf-8")
-    try:
-        cell = runpy.run_path(str(scratch))["INSTALL_CELL"]
-    finally:
-        scratch.unlink()
+    namespace: dict = {"__name__": "mixlib._repo"}
+    exec(compile(texts[new_repo_py], str(new_repo_py), "exec"), namespace)  # the repository's own module, rewritten
+    cell = namespace["INSTALL_CELL"]
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         nb = json.loads(texts[path])
         if _first_cell_source(nb) != cell:

@@ -124,3 +124,13 @@ def test_the_untouched_student_edition_runs_and_every_check_says_unanswered(monk
     for cell in checks:
         shown = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
         assert "未回答" in shown and "正解" not in shown, shown
+
+
+def test_a_chapter_the_edition_cannot_convert_is_one_line_and_nothing_is_written(tmp_path, monkeypatch, capsys):
+    def refuse(root):
+        raise _edition.EditionError("notebooks/10_mixing, cell 3: the directive {figure} has no Colab form")
+
+    monkeypatch.setattr(_assign, "build", refuse)
+    assert _assign.main(["--out", str(tmp_path / "student")]) == 2
+    assert capsys.readouterr().err == "error: notebooks/10_mixing, cell 3: the directive {figure} has no Colab form\n"
+    assert not (tmp_path / "student").exists()

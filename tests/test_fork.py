@@ -97,3 +97,15 @@ def test_a_fork_rewrites_every_copy_and_its_checks_pass(tmp_path):
     assert _run(root, "mixlib._fork", FORK, "--check", "--root", str(root)).returncode == 1
     assert _run(root, "mixlib._fork", FORK, "--root", str(root)).returncode == 0
     assert "".join(json.loads(nb_path.read_text(encoding="utf-8"))["cells"][0]["source"]) == cell
+
+
+def test_a_site_of_its_own_is_used_and_a_bad_one_refused():
+    """``--site`` for a fork published under another domain; anything but an https URL ending in '/' is refused."""
+    from mixlib._fork import plan
+
+    changes = plan(ROOT, FORK, site="https://nlp.example.ac.jp/book/")  # plans only: nothing is written
+    config = changes[ROOT / "_config.yml"]
+    assert 'baseurl: "https://nlp.example.ac.jp/book/"' in config and f"url: {FORK}" in config
+    for bad in ("http://nlp.example.ac.jp/book/", "https://nlp.example.ac.jp/book"):
+        with pytest.raises(ValueError, match="--site"):
+            plan(ROOT, FORK, site=bad)
