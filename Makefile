@@ -38,15 +38,18 @@ PYTEST_ARGS ?= --durations=15
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help env vendor book colab fork assign test test-paper test-colab test-py313 bench site-check clean clean-cache placeholders
+.PHONY: help env vendor book colab fork assign grade-env autograder grade test-grade test test-paper test-colab test-py313 bench site-check clean clean-cache placeholders
 
 help:
 	@echo "make book        build the executed book into _build/html (creates .venv on first use)"
 	@echo "make colab       regenerate the Colab edition notebooks/colab/ from the chapters (commit it with them)"
 	@echo "make fork URL=https://github.com/OWNER/NAME   point a fork at itself: every copy of the repository URL, the chapters' install cell, the Colab edition"
 	@echo "make assign      the student edition: every chapter as a Colab notebook without solutions, in _build/assign/student/"
+	@echo "make autograder CHAPTER=10   the chapter's otter-grader autograder zip, checked on the reference and the student edition"
+	@echo "make grade CHAPTER=10 SUBMISSIONS=folder-or-zip   grade submitted notebooks offline: grades.csv and feedback/"
 	@echo "make test        run pytest (unit tests + every notebook in fast mode)"
 	@echo "make test-paper  the CLI and every notebook (fast mode) on a random-weight stand-in for bert-base-uncased"
+	@echo "make test-grade  grading end to end on chapter 0 with otter-grader (in .venv-grade)"
 	@echo "make test-colab  a replica of Colab's runtime: its install cell must replace nothing; then the chapters there"
 	@echo "make test-py313  the unit tests on Python 3.13 (Colab's) without torch (what needs it is listed); PY313_TORCH=1: with torch too"
 	@echo "make bench       run benchmarks/*.py (prints speed ratios)"
@@ -116,6 +119,42 @@ colab: env
 # as an assignment; tests/test_assign.py checks that no line of a solution or of a reference is in it.
 assign: env
 	$(PY) -m mixlib._assign
+
+# The grading machine's environment: the book's .venv (read through a .pth, never changed) plus otter-grader in a
+# venv of its own (`pip install -e .[grade]`). Otter is never installed where a student runs the book: on Colab it
+# would replace ipywidgets 7.7.1 (mixlib/_grade.py; book/teaching.md).
+GRADE_VENV ?= .venv-grade
+GRADE_PY := $(GRADE_VENV)/bin/python
+GRADE_STAMP := $(GRADE_VENV)/.mixbook-grade-installed
+
+$(GRADE_STAMP): pyproject.toml $(STAMP)
+	rm -rf $(GRADE_VENV)
+	$(PYTHON) -m venv $(GRADE_VENV)
+	site=$$($(GRADE_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	book=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	echo "import site; site.addsitedir('$$book')" > "$$site/book-venv.pth"
+	$(GRADE_PY) -m pip install --disable-pip-version-check -q --no-build-isolation -e ".[grade]"
+	touch $@
+
+grade-env: $(GRADE_STAMP)
+
+# make autograder CHAPTER=10: the chapter's otter autograder zip (for `otter run` or Gradescope), checked on the
+# reference solutions (full marks) and the untouched student edition (0). make grade CHAPTER=10 SUBMISSIONS=dir|zip:
+# every submitted notebook graded offline into _build/grade/CHAPTER/ (grades.csv, feedback/).
+autograder: $(GRADE_STAMP)
+	@if [ -z "$(CHAPTER)" ]; then echo "usage: make autograder CHAPTER=10"; exit 2; fi
+	$(GRADE_PY) -m mixlib._grade autograder "$(CHAPTER)" $(GRADE_ARGS)
+
+grade: $(GRADE_STAMP)
+	@if [ -z "$(CHAPTER)" ] || [ -z "$(SUBMISSIONS)" ]; then echo "usage: make grade CHAPTER=10 SUBMISSIONS=folder-or-zip [GRADE_ARGS=--jobs 2]"; exit 2; fi
+	$(GRADE_PY) -m mixlib._grade grade "$(CHAPTER)" "$(SUBMISSIONS)" $(GRADE_ARGS)
+
+# CI's grading stage: the autograder of chapter 0 built and checked, then a batch of right, wrong, endless and hostile
+# submissions graded (tests/test_grade_run.py; the rest of the grading code is tested in make test)
+test-grade: $(GRADE_STAMP)
+	@start=$$(date +%s); rc=0; \
+	MIXLIB_REQUIRE_OTTER=1 $(GRADE_PY) -m pytest -p no:cacheprovider tests/test_grade_run.py $(PYTEST_ARGS) || rc=$$?; \
+	echo "make test-grade: $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
 
 # A lecturer's fork: every copy of the repository URL (and its GitHub Pages site) rewritten from URL, the install cell
 # written into every chapter, the Colab edition regenerated (mixlib/_fork.py; book/teaching.md).

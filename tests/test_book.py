@@ -599,7 +599,7 @@ def test_every_virtual_environment_the_makefile_makes_is_outside_the_book():
     import yaml
 
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    venvs = re.findall(r"^(?:VENV|COLAB_VENV|VENV313) \?= (\S+)$", makefile, flags=re.M)
-    assert sorted(venvs) == [".venv", ".venv-colab", ".venv-py313"]
+    venvs = re.findall(r"^(?:VENV|COLAB_VENV|VENV313|GRADE_VENV) \?= (\S+)$", makefile, flags=re.M)
+    assert sorted(venvs) == [".venv", ".venv-colab", ".venv-grade", ".venv-py313"]
     excluded = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["exclude_patterns"]
     assert set(venvs) <= set(excluded), f"add to _config.yml exclude_patterns: {set(venvs) - set(excluded)}"

@@ -1,0 +1,660 @@
+"""Grading a chapter's exercises offline with otter-grader (``make grade``, ``make autograder``).
+
+    python -m mixlib._grade autograder 10                 # _build/grade/10_mixing/autograder.zip
+    python -m mixlib._grade grade 10 SUBMISSIONS          # a folder or a zip of submitted .ipynb files
+
+**The autograder** of a chapter is built from the grader's own run of the chapter: its student edition
+(:mod:`mixlib._assign`) with the reference solutions filled in, run with ``MIXLIB_RECORD`` set so that every
+check cell records what it computed (:mod:`mixlib.exercise._grading`). Each exercise becomes an otter question
+(an exception-based test file, one test case of one point per part) that grades the part right after the
+exercise's check cell. The zip is otter-grader's own (``otter.generate``): ``otter run -a autograder.zip nb``
+grades one notebook with it, and Gradescope takes it. Before it is used, the autograder must give the reference
+solutions full marks and the untouched student edition 0 on every question, or it is not written.
+
+**Grading** runs each submission in its own process, in parallel on the machine's cores, each with no network
+(a network namespace where ``unshare`` is available, and the socket calls refused in the kernel), a time limit
+per cell (an endless loop costs its exercise) and per notebook, and its temporary files in the output folder.
+It writes ``grades.csv`` (a row per submission: points per exercise, total, what went wrong) and
+``feedback/NAME.md`` per student (scores and hints, never an expected value). A file that is not a notebook,
+a notebook of another chapter, one that loops, prints megabytes, raises, deletes its answer or tries the network:
+each gets its row, and the batch goes on. Nothing is written outside the output folder.
+
+Otter-grader and its dependencies live in the grading environment (``.venv-grade``, made by the make target
+with ``pip install -e .[grade]``), never in the student's Colab runtime: installing otter replaces the
+ipywidgets 7.7.1 that Colab ships.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = Path("_build") / "grade"
+#: seconds one cell of a submission may run before it is stopped (the exercise it belongs to earns nothing)
+CELL_LIMIT = 120
+#: a submission's whole run may take this many times the grader's own run of the chapter (and at least 120 s)
+RUN_FACTOR = 4
+MAX_BYTES = 50 * 2**20  # a submitted notebook larger than this is not read
+OTTER_VERSION = "7.0.0"
+#: the lines the parent reads from a worker's log (what went wrong in a cell), written by the kernel's hook
+EVENTS = "events.jsonl"
+SCORES = "scores.jsonl"
+
+CHECK_HEADER = re.compile(r"#\s*演習 (ex-(\d+)-\d+) の自己チェック")
+
+
+class GradeError(Exception):
+    """Bad input for the grading command: one line, said before any work."""
+
+
+# ---------------------------------------------------------------------------------------------- chapters
+
+def chapters(root: Path = ROOT) -> list[str]:
+    """The chapters' notebook names (``00_environment`` …)."""
+    return sorted(p.stem for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def chapter_of(arg: str, root: Path = ROOT) -> str:
+    """``10``, ``0`` or ``10_mixing`` → ``10_mixing``; a one-line error otherwise."""
+    names = chapters(root)
+    if arg in names:
+        return arg
+    hits = [n for n in names if arg.isdigit() and n.startswith(f"{int(arg):02d}_")]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1:
+        raise GradeError(f"chapter {arg} has {len(hits)} notebooks; name one: {', '.join(hits)}")
+    raise GradeError(f"no chapter {arg!r}; give its number or name: {', '.join(names)}")
+
+
+def _chapter_number(name: str) -> str:
+    return name.split("_", 1)[0]
+
+
+# ----------------------------------------------------------------------------------- the grading kernel
+
+#: the first cell of every notebook the grader runs: per-cell time limit, no network, a log of failed cells
+LIMITS_CELL = r'''
+import json as _mx_json, os as _mx_os, signal as _mx_signal, socket as _mx_socket
+_MX_LIMIT = {cell_limit}
+_MX_LOG = {events!r}
+
+class CellTimeLimit(Exception):
+    pass
+
+def _mx_alarm(signum, frame):
+    raise CellTimeLimit(f"このセルは {{_MX_LIMIT}} 秒で止めた（採点の制限時間）")
+
+def _mx_log(**entry):
+    with open(_MX_LOG, "a", encoding="utf-8") as f:
+        f.write(_mx_json.dumps(entry, ensure_ascii=False) + "\n")
+
+def _mx_pre(info):
+    _mx_signal.alarm(_MX_LIMIT)
+    _mx_log(cell=(info.raw_cell or "").lstrip().split("\n", 1)[0][:120])
+
+def _mx_post(result):
+    _mx_signal.alarm(0)
+    err = result.error_in_exec or result.error_before_exec
+    if err is not None:
+        _mx_log(error=type(err).__name__, message=str(err).split("\n", 1)[0][:200])
+
+def _mx_no_network(*args, **kwargs):
+    raise OSError("採点中はネットワークを使えない")
+
+_mx_signal.signal(_mx_signal.SIGALRM, _mx_alarm)
+get_ipython().events.register("pre_run_cell", _mx_pre)
+get_ipython().events.register("post_run_cell", _mx_post)
+_mx_socket.create_connection = _mx_no_network
+_mx_socket.getaddrinfo = _mx_no_network
+_mx_log(kernel=_mx_os.getpid())
+'''
+
+
+def prepare(nb: dict, *, cell_limit: int, events: str) -> dict:
+    """The submission as the grader runs it: the limits cell first, and each exercise's otter check right after
+    its check cell (found by the cell's header, so a lost cell metadata does not matter)."""
+    cells = []
+    for cell in nb.get("cells", []):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            continue
+        cell = dict(cell)
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        cell["source"] = source
+        meta = dict(cell.get("metadata") or {})
+        meta.pop("otter", None)  # a submission cannot choose what is checked
+        if cell["cell_type"] == "code":
+            cell.setdefault("outputs", [])
+            cell.setdefault("execution_count", None)
+            m = CHECK_HEADER.match(source.lstrip())
+            if m:
+                meta["otter"] = {"tests": [m.group(1)]}
+        cell["metadata"] = meta
+        cell.pop("id", None)
+        cells.append(cell)
+    limits = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": LIMITS_CELL.format(cell_limit=int(cell_limit), events=events)}
+    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": kernelspec, "language_info": {"name": "python"}},
+            "cells": [limits, *cells]}
+
+
+# ------------------------------------------------------------------------------------ screening input
+
+@dataclass
+class Row:
+    """One submission's line of the grade table."""
+
+    name: str
+    path: Path | None
+    points: dict[str, float] = field(default_factory=dict)
+    messages: dict[str, list[str]] = field(default_factory=dict)
+    problem: str = ""  #: for the lecturer's table (English, as the command's other messages)
+    note: str = ""  #: for the student's feedback (Japanese)
+    seconds: float = 0.0
+
+
+def screen(path: Path, chapter: str) -> str:
+    """Why ``path`` cannot be graded as ``chapter``'s notebook ('' when it can): checked before any run."""
+    if path.suffix != ".ipynb":
+        return f"not a notebook (.ipynb): {path.name}"
+    if path.stat().st_size > MAX_BYTES:
+        return f"larger than {MAX_BYTES // 2**20} MB: not read"
+    try:
+        nb = json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        return f"not JSON ({type(err).__name__} at byte {getattr(err, 'pos', '?')}): not a notebook"
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        return "JSON, but not a notebook (no list of cells)"
+    labels = set()
+    for cell in nb["cells"]:
+        if isinstance(cell, dict) and cell.get("cell_type") == "code":
+            source = cell.get("source", "")
+            source = "".join(source) if isinstance(source, list) else str(source)
+            m = CHECK_HEADER.match(source.lstrip())
+            if m:
+                labels.add(m.group(2))
+    number = str(int(_chapter_number(chapter)))
+    others = sorted({str(int(x)) for x in labels} - {number})
+    if number not in {str(int(x)) for x in labels}:
+        if others:
+            return f"another chapter's notebook (chapter {', '.join(others)}), not chapter {number}'s"
+        return f"no exercise check cell of chapter {number}: not this chapter's student edition"
+    return ""
+
+
+def _refusal_ja(why: str) -> str:
+    """The student's words for what :func:`screen` said."""
+    if why.startswith("not a notebook"):
+        return "提出されたファイルがノートブック（.ipynb）でない"
+    if why.startswith("larger than"):
+        return f"ファイルが {MAX_BYTES // 2**20} MB より大きい"
+    if why.startswith(("not JSON", "JSON, but")):
+        return "ファイルがノートブックとして読めない（壊れている）"
+    if why.startswith("another chapter"):
+        return "別の章のノートブックが提出された"
+    return "この章の演習の自己チェックのセルが見つからない"
+
+
+def collect(source: Path, inbox: Path) -> list[Path]:
+    """The submitted files: a folder's files, or a zip's (extracted into ``inbox``, names only, no paths)."""
+    if not source.exists():
+        raise GradeError(f"SUBMISSIONS={source} does not exist: give a folder or a .zip of submitted notebooks")
+    if source.is_dir():
+        files = sorted(p for p in source.rglob("*") if p.is_file() and not p.name.startswith("."))
+    elif zipfile.is_zipfile(source):
+        inbox.mkdir(parents=True, exist_ok=True)
+        files = []
+        with zipfile.ZipFile(source) as zf:
+            for info in zf.infolist():
+                name = Path(info.filename).name
+                if info.is_dir() or not name or name.startswith(".") or "__MACOSX" in info.filename:
+                    continue
+                target = inbox / name
+                k = 1
+                while target in files:  # the same name in two folders of the zip
+                    target = inbox / f"{Path(name).stem}-{k}{Path(name).suffix}"
+                    k += 1
+                with zf.open(info) as src, open(target, "wb") as dst:
+                    shutil.copyfileobj(src, dst, length=2**20)
+                    if dst.tell() > MAX_BYTES:
+                        break
+                files.append(target)
+    else:
+        raise GradeError(f"SUBMISSIONS={source} is neither a folder nor a zip file")
+    if not files:
+        raise GradeError(f"SUBMISSIONS={source} holds no file to grade")
+    return files
+
+
+# ------------------------------------------------------------------------------------------ isolation
+
+def _isolation() -> list[str]:
+    """The command prefix that runs a worker with no network and kills its whole process tree with it, or []."""
+    cmd = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child"]
+    if shutil.which("unshare") is None:
+        return []
+    try:
+        ok = subprocess.run([*cmd, "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return cmd if ok else []
+
+
+def _loopback_up() -> None:
+    """Inside a new network namespace only the loopback exists, and it is down: the kernel talks over it."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = struct.unpack("16sH", fcntl.ioctl(s, 0x8913, struct.pack("16sH", b"lo", 0)))[1]  # SIOCGIFFLAGS
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH", b"lo", flags | 0x1))  # SIOCSIFFLAGS: IFF_UP
+
+
+def _grading_env(work: Path, cache: Path, fast: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("MIXLIB_RECORD", "MIXLIB_GRADE_SCORES")}
+    tmp = work / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    env.update(TMPDIR=str(tmp), HOME=str(work), XDG_CACHE_HOME=str(cache), MPLCONFIGDIR=str(cache / "matplotlib"),
+               HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               PYDEVD_DISABLE_FILE_VALIDATION="1", MPLBACKEND="module://matplotlib_inline.backend_inline",
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MIXLIB_GRADE_SCORES=str(work / SCORES),
+               MIXLIB_FAST="1" if fast else "0", JUPYTER_PLATFORM_DIRS="1", PYTHONPATH=str(ROOT))
+    return env
+
+
+# -------------------------------------------------------------------------------- one submission (worker)
+
+def _stall_fix() -> None:
+    """The repository's fix for a widget cell that stalls nbclient (.ci/nbexec_fix.py), which make book uses too."""
+    sys.path.insert(0, str(ROOT / ".ci"))
+    try:
+        import nbexec_fix
+    except ImportError:  # mixlib installed without the repository: run without it
+        return
+    nbexec_fix.install()
+
+
+def _run_one(autograder: Path, submission: Path, work: Path, cell_limit: int) -> int:
+    """In the worker process: grade ``submission`` with otter; write ``work/results.json``."""
+    if os.environ.get("MIXLIB_GRADE_NETNS") == "1":
+        _loopback_up()
+    _stall_fix()
+    from otter.run import main as otter_run
+
+    nb = json.loads(submission.read_bytes())
+    prepared = work / "submission.ipynb"
+    prepared.write_text(json.dumps(prepare(nb, cell_limit=cell_limit, events=str(work / EVENTS)), ensure_ascii=False), encoding="utf-8")
+    out = work / "otter.log"
+    with open(out, "w", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        otter_run(str(prepared), autograder=str(autograder), output_dir=str(work), no_logo=True)
+    return 0
+
+
+def _kill_tree(proc: subprocess.Popen, work: Path) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for line in _lines(work / EVENTS):  # without a pid namespace the kernel is in a session of its own
+        if "kernel" in line:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(line["kernel"]), signal.SIGKILL)
+    proc.wait()
+
+
+def _lines(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            out.append(json.loads(line))
+    return out
+
+
+def grade_one(autograder: Path, manifest: dict, submission: Path, work: Path, cache: Path, *,
+              isolation: list[str], cell_limit: int, run_limit: float) -> Row:
+    """Run one submission in its own process tree; read its scores back. Never raises for the submission's faults."""
+    row = Row(submission.name, submission)
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    env = _grading_env(work, cache, manifest["fast"])
+    if isolation:
+        env["MIXLIB_GRADE_NETNS"] = "1"
+    cmd = [*isolation, sys.executable, "-m", "mixlib._grade", "_one", str(autograder), str(submission.resolve()),
+           str(work), str(cell_limit)]
+    t0 = time.monotonic()
+    with open(work / "worker.log", "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=run_limit)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc, work)
+            rc = None
+    row.seconds = time.monotonic() - t0
+    scores = {}
+    for entry in _lines(work / SCORES):  # what each question's check wrote as it ran (kept if the run is cut)
+        scores[(entry["label"], entry["part"])] = entry
+    for label, parts in manifest["questions"].items():
+        row.points[label] = 0.0
+        row.messages[label] = []
+        for part in parts:
+            entry = scores.get((label, part))
+            if entry and entry["passed"]:
+                row.points[label] += 1
+            elif entry:
+                row.messages[label].append(f"{part or label}: {entry['message']}" if part else entry["message"])
+            else:
+                row.messages[label].append(f"{part + ': ' if part else ''}採点されなかった（この演習のセルまで実行が届かなかった）")
+    problems = []
+    if rc is None:
+        problems.append(f"timed out after {run_limit:.0f} s (the points of the exercises graded before are kept)")
+        row.note = f"時間切れ：ノートブック全体が {run_limit:.0f} 秒で終わらなかった（それまでに採点した演習の点は残る）"
+    elif rc != 0 or not (work / "results.json").exists():
+        tail = (work / "worker.log").read_text(encoding="utf-8", errors="replace").strip().splitlines()[-1:] or ["?"]
+        problems.append(f"the grader could not run the notebook: {tail[0][:200]}")
+        row.note = "採点の途中で止まった：教員に知らせる"
+    else:
+        problems.extend(_agree_with_otter(row, work / "results.json", manifest))
+    for label, err in _cell_errors(work / EVENTS):
+        if label is None:
+            problems.append(f"cell error after the last exercise ({err})")
+            continue
+        problems.append(f"cell error in or before {label}'s check cell ({err})")
+        why = "時間の制限で止めた" if err == "CellTimeLimit" else f"{err} で止まった"
+        row.messages.setdefault(label, []).insert(0, f"この演習のセル（か、その前のセル）が{why}")
+    row.problem = "; ".join(problems)
+    return row
+
+
+def _cell_errors(events: Path) -> list[tuple[str | None, str]]:
+    """(exercise, exception name) for each cell that raised: the exercise whose check cell raised, or the next
+    check cell's after a cell that raised before it (None after the last exercise)."""
+    out, pending, current = [], [], None
+    for entry in _lines(events):
+        if "cell" in entry:
+            m = CHECK_HEADER.match(entry["cell"])
+            current = m.group(1) if m else None
+            if m:
+                out.extend((current, err) for err in pending)
+                pending = []
+        elif "error" in entry:
+            if current:
+                out.append((current, entry["error"]))
+            else:
+                pending.append(entry["error"])
+    out.extend((None, err) for err in pending)
+    return out
+
+
+def _agree_with_otter(row: Row, results: Path, manifest: dict) -> list[str]:
+    """otter's own results.json must give the same points as the progressive scores (else the row says so)."""
+    data = json.loads(results.read_text(encoding="utf-8"))
+    otter_points: dict[str, float] = {}
+    for test in data.get("tests", []):
+        name = str(test.get("name", ""))
+        label = name.split(" - ")[0].split(" ")[0]
+        if label in manifest["questions"]:
+            otter_points[label] = otter_points.get(label, 0.0) + float(test.get("score") or 0)
+    return [f"otter and mixlib disagree on {label} ({otter_points.get(label, 0.0):g} vs {pts:g}): grade it by hand"
+            for label, pts in row.points.items() if abs(otter_points.get(label, 0.0) - pts) > 1e-9]
+
+
+# --------------------------------------------------------------------------------------- the autograder
+
+def _source_hash(chapter: str, root: Path, fast: bool) -> str:
+    h = hashlib.sha256(f"{fast}".encode())
+    for p in [root / "notebooks" / f"{chapter}.ipynb", *sorted((root / "mixlib" / "exercise").glob("*.py")),
+              Path(__file__), root / "mixlib" / "_assign.py", root / "mixlib" / "_edition.py"]:
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _test_file(label: str, parts: list[str], spec: dict) -> str:
+    cases = "\n".join(
+        f"@test_case(name={(label + ' ' + part).strip()!r}, points=1, hidden=False)\n"
+        f"def test_{k}(env):\n    assert_part(SPEC, {part!r}, env)\n"
+        for k, part in enumerate(parts)
+    )
+    return (f'"""Exercise {label}: written by python -m mixlib._grade autograder; the grader\'s reference is in SPEC."""\n'
+            "import json\n\nfrom otter.test_files import test_case\n\nfrom mixlib.exercise._grading import assert_part\n\n"
+            f"OK_FORMAT = False\n\nname = {label!r}\npoints = {float(len(parts))}\n"
+            f"SPEC = json.loads({json.dumps(spec, ensure_ascii=False)!r})\n\n\n{cases}")
+
+
+def _execute(nb: dict, env: dict[str, str], cwd: Path, cell_limit: int) -> None:
+    """Run a notebook of the grader's own (the reference run); a cell error is an error of the book."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    _stall_fix()
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        NotebookClient(nbformat.from_dict(nb), timeout=cell_limit, kernel_name="python3",
+                       resources={"metadata": {"path": str(cwd)}}).execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, log=print) -> Path:
+    """Write ``out/autograder.zip`` and ``out/manifest.json`` for ``chapter`` (kept when up to date)."""
+    import nbformat
+
+    from mixlib import _assign, _edition
+    from mixlib.exercise import _EXERCISES
+    from mixlib.exercise._cells import check_call, check_cells, solutions, with_solutions
+
+    zip_path, manifest_path = out / "autograder.zip", out / "manifest.json"
+    digest = _source_hash(chapter, root, fast)
+    if zip_path.exists() and manifest_path.exists():
+        if json.loads(manifest_path.read_text(encoding="utf-8")).get("source") == digest:
+            return zip_path
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    chapter_nb = json.loads((root / "notebooks" / f"{chapter}.ipynb").read_text(encoding="utf-8"))
+    student = _assign.student_notebook(chapter_nb, f"notebooks/{chapter}", _edition.read_book(root))
+    student_nb = nbformat.reads(_edition._dump(student), as_version=4)
+    checks = check_cells(student_nb)
+    if not checks:
+        raise GradeError(f"chapter {chapter} has no exercise with a self-check: nothing to grade")
+    reference = with_solutions(student_nb, solutions(nbformat.read(root / "notebooks" / f"{chapter}.ipynb", as_version=4)))
+    work = out / "build"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    (work / "student.ipynb").write_text(_edition._dump(student), encoding="utf-8")
+    (work / "reference.ipynb").write_text(nbformat.writes(reference), encoding="utf-8")
+    env = _grading_env(work, out / ".cache", fast)
+    env["MIXLIB_RECORD"] = str(work / "record.jsonl")
+    log(f"{chapter}: the grader's own run of the chapter with the reference solutions ({'fast' if fast else 'full'} mode)")
+    _execute(nbformat.reads(nbformat.writes(reference), as_version=4), env, work, CELL_LIMIT * 5)
+    records = {}
+    for entry in _lines(work / "record.jsonl"):
+        records.setdefault(entry["label"], entry)  # the check cell's own call (a solution may call it again)
+    questions, tests = {}, work / "tests"
+    tests.mkdir()
+    for label, i in checks.items():
+        if label not in records:
+            raise GradeError(f"{chapter}: the reference run never reached {label}'s check")
+        ex = _EXERCISES[label]
+        parts = [p.name for p in ex.parts]
+        lab, answer, data = check_call(student_nb.cells[i].source)
+        own = sorted(n for n, expr in data.items() if re.match(r"^(ans_\w+|my_\w+)$", expr))
+        spec = {"label": label, "answer": answer, "data": data, "own": own,
+                "expected": records[label]["expected"], "fingerprints": records[label]["data"]}
+        (tests / f"{label}.py").write_text(_test_file(label, parts, spec), encoding="utf-8")
+        questions[label] = parts
+    seconds = time.monotonic() - t0
+    config = {"lang": "python", "show_stdout": False, "show_hidden": False, "debug": False,
+              "print_summary": True, "zips": False, "log_level": "WARNING"}
+    (work / "otter_config.json").write_text(json.dumps(config, indent=1), encoding="utf-8")
+    (work / "requirements.txt").write_text(_grading_requirements(root), encoding="utf-8")
+    from otter.generate import main as otter_generate
+
+    tmp_zip = out / ".autograder.zip.tmp"
+    with contextlib.redirect_stdout(io.StringIO()):
+        otter_generate(tests_dir=str(tests), output_path=str(tmp_zip), config=str(work / "otter_config.json"),
+                       requirements=str(work / "requirements.txt"), no_environment=True)
+    manifest = {"chapter": chapter, "fast": fast, "source": digest, "questions": questions,
+                "reference_seconds": round(seconds, 1), "otter": OTTER_VERSION}
+    # the autograder must give the reference full marks and the untouched student edition nothing
+    iso = _isolation()
+    run_limit = max(120.0, RUN_FACTOR * seconds)
+    log(f"{chapter}: checking the autograder on the reference solutions and on the untouched student edition")
+    checks_to_run = (("reference", work / "reference.ipynb", True), ("student", work / "student.ipynb", False))
+    with ThreadPoolExecutor(2) as pool:  # the two runs side by side
+        rows = list(pool.map(lambda c: grade_one(tmp_zip, manifest, c[1], work / f"check-{c[0]}", out / ".cache", isolation=iso,
+                                                 cell_limit=CELL_LIMIT, run_limit=run_limit), checks_to_run))
+    for (name, _, want_full), row in zip(checks_to_run, rows):
+        total, full = sum(row.points.values()), sum(len(p) for p in questions.values())
+        if (want_full and total != full) or (not want_full and total != 0) or row.problem:
+            wrong = {k: v for k, v in row.messages.items() if v} if want_full else {k: v for k, v in row.points.items() if v}
+            tmp_zip.unlink(missing_ok=True)
+            raise GradeError(f"{chapter}: the autograder gives the {name} notebook {total:g}/{full} "
+                             f"({row.problem or wrong}); it is not written")
+    tmp_zip.replace(zip_path)
+    manifest_path.write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+    log(f"{zip_path}: {len(questions)} exercises, {sum(len(p) for p in questions.values())} points "
+        f"(reference run {seconds:.0f} s; the reference scores full marks, the student edition 0)")
+    return zip_path
+
+
+def _grading_requirements(root: Path) -> str:
+    """What Gradescope's image installs: the book's pins that the chapters import, otter and mixlib itself."""
+    from mixlib import _repo
+
+    skip = ("jupyter-book", "sphinx", "myst-nb", "jupyter-cache", "sphinxcontrib", "sphinx-", "jupyterlab",
+            "pytest", "hypothesis", "playwright", "ray[")
+    pins = [line.split("#")[0].strip() for line in (root / "requirements.txt").read_text(encoding="utf-8").splitlines()]
+    pins = [p for p in pins if p and not p.startswith(skip)]
+    return "\n".join([*pins, f"otter-grader=={OTTER_VERSION}", f"mixlib @ git+{_repo.REPO_URL}"]) + "\n"
+
+
+# -------------------------------------------------------------------------------------------- the batch
+
+def write_outputs(rows: list[Row], manifest: dict, out: Path) -> Path:
+    """``grades.csv`` and ``feedback/NAME.md``: points, totals and hints; never an expected value."""
+    labels = list(manifest["questions"])
+    full = {label: float(len(parts)) for label, parts in manifest["questions"].items()}
+    csv_path = out / "grades.csv"
+    tmp = out / ".grades.csv.tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["submission", *labels, "total", "max", "seconds", "problem"])
+        for row in rows:
+            w.writerow([row.name, *(f"{row.points.get(k, 0):g}" for k in labels), f"{sum(row.points.values()):g}",
+                        f"{sum(full.values()):g}", f"{row.seconds:.1f}", row.problem])
+    tmp.replace(csv_path)
+    feedback = out / "feedback"
+    feedback.mkdir(exist_ok=True)
+    for row in rows:
+        lines = [f"# {manifest['chapter']} の採点：{row.name}", "",
+                 f"合計 {sum(row.points.values()):g} / {sum(full.values()):g} 点", ""]
+        if row.note:
+            lines += [f"採点の注意：{row.note}", ""]
+        for label in labels:
+            lines.append(f"- {label}：{row.points.get(label, 0):g} / {full[label]:g}")
+            lines += [f"  - {m}" for m in row.messages.get(label, [])]
+        (feedback / f"{Path(row.name).stem}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return csv_path
+
+
+def grade(chapter: str, submissions: Path, out: Path, *, fast: bool = True, jobs: int | None = None,
+          cell_limit: int = CELL_LIMIT, run_limit: float | None = None, log=print) -> list[Row]:
+    """Grade every submission of ``chapter`` in ``submissions`` (a folder or a zip); write into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = collect(submissions, out / "inbox")
+    autograder = build_autograder(chapter, out, fast=fast, log=log)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    rows, todo = [], []
+    for path in files:
+        why = screen(path, chapter)
+        if why:
+            rows.append(Row(path.name, path, points=dict.fromkeys(manifest["questions"], 0.0), problem=why,
+                            note=f"採点できなかった：{_refusal_ja(why)}。この章の学生版を「ファイル」→「ダウンロード」→「.ipynb をダウンロード」で保存して、もう一度提出する"))
+        else:
+            todo.append(path)
+    iso = _isolation()
+    if not iso:
+        log("note: unshare is not available here: the kernel's socket calls are refused, but there is no network namespace")
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
+    limit = run_limit if run_limit is not None else max(120.0, RUN_FACTOR * manifest["reference_seconds"])
+    log(f"grading {len(todo)} notebooks ({len(rows)} refused before running) on {jobs} processes, "
+        f"{cell_limit} s per cell, {limit:.0f} s per notebook")
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(jobs) as pool:
+        done = list(pool.map(lambda p: grade_one(autograder, manifest, p, out / "work" / p.stem, out / ".cache",
+                                                 isolation=iso, cell_limit=cell_limit, run_limit=limit), todo))
+    rows.extend(done)
+    rows.sort(key=lambda r: r.name)
+    csv_path = write_outputs(rows, manifest, out)
+    wall = time.monotonic() - t0
+    if todo:
+        log(f"{csv_path}: {len(rows)} rows; {wall:.0f} s for {len(todo)} notebooks on {jobs} processes "
+            f"({wall / len(todo):.1f} s per notebook; {sum(r.seconds for r in done) / len(done):.1f} s each)")
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_one"]:  # the worker: python -m mixlib._grade _one ZIP NOTEBOOK WORKDIR CELL_LIMIT
+        return _run_one(Path(argv[1]), Path(argv[2]), Path(argv[3]), int(argv[4]))
+    ap = argparse.ArgumentParser(prog="python -m mixlib._grade", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("autograder", help="build (or reuse) a chapter's otter autograder zip")
+    g = sub.add_parser("grade", help="grade a folder or zip of submitted notebooks")
+    for p in (a, g):
+        p.add_argument("chapter", help="the chapter: its number (10) or notebook name (12_positional)")
+        p.add_argument("--out", type=Path, default=None, help=f"the output folder (default: {OUT}/CHAPTER)")
+        p.add_argument("--full", action="store_true", help="grade in the chapters' full mode (default: fast mode)")
+    g.add_argument("submissions", type=Path, help="a folder or a .zip of the submitted .ipynb files")
+    g.add_argument("--jobs", type=int, default=None, help="processes in parallel (default: the machine's cores)")
+    g.add_argument("--cell-limit", type=int, default=CELL_LIMIT, help="seconds one cell may run")
+    g.add_argument("--run-limit", type=float, default=None, help="seconds one notebook may run")
+    args = ap.parse_args(argv)
+    try:
+        chapter = chapter_of(args.chapter)
+        out = args.out if args.out is not None else ROOT / OUT / chapter
+        if args.command == "grade":
+            if args.jobs is not None and args.jobs < 1:
+                raise GradeError(f"--jobs must be at least 1, not {args.jobs}")
+            if args.cell_limit < 1:
+                raise GradeError(f"--cell-limit must be at least 1 second, not {args.cell_limit}")
+            if not args.submissions.exists():
+                raise GradeError(f"SUBMISSIONS={args.submissions} does not exist: give a folder or a .zip of submitted notebooks")
+        if importlib.util.find_spec("otter") is None:
+            raise GradeError("otter-grader is not installed in this Python: run `make grade` or `make autograder`, "
+                             "which set up .venv-grade")
+        if args.command == "autograder":
+            build_autograder(chapter, out, fast=not args.full)
+        else:
+            grade(chapter, args.submissions, out, fast=not args.full, jobs=args.jobs, cell_limit=args.cell_limit,
+                  run_limit=args.run_limit)
+    except GradeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
