@@ -214,35 +214,41 @@ def _refusal_ja(why: str) -> str:
     return "この章の演習の自己チェックのセルが見つからない"
 
 
-def collect(source: Path, inbox: Path) -> list[Path]:
-    """The submitted files: a folder's files, or a zip's (extracted into ``inbox``, names only, no paths)."""
+def collect(source: Path, inbox: Path) -> list[tuple[str, Path]]:
+    """The submitted files as (name, path), names unique: a folder's files by their path inside it, or a zip's
+    (extracted into ``inbox`` by name only, never outside it; a repeated name gets a number)."""
     if not source.exists():
         raise GradeError(f"SUBMISSIONS={source} does not exist: give a folder or a .zip of submitted notebooks")
     if source.is_dir():
-        files = sorted(p for p in source.rglob("*") if p.is_file() and not p.name.startswith("."))
+        files = [(p.relative_to(source).as_posix(), p) for p in sorted(source.rglob("*"))
+                 if p.is_file() and not any(part.startswith(".") for part in p.relative_to(source).parts)]
     elif zipfile.is_zipfile(source):
         inbox.mkdir(parents=True, exist_ok=True)
-        files = []
+        files, taken = [], set()
         with zipfile.ZipFile(source) as zf:
             for info in zf.infolist():
                 name = Path(info.filename).name
                 if info.is_dir() or not name or name.startswith(".") or "__MACOSX" in info.filename:
                     continue
-                target = inbox / name
-                k = 1
-                while target in files:  # the same name in two folders of the zip
-                    target = inbox / f"{Path(name).stem}-{k}{Path(name).suffix}"
+                stem, suffix, k = Path(name).stem, Path(name).suffix, 1
+                while name in taken:  # the same name in two folders of the zip
+                    name = f"{stem}-{k}{suffix}"
                     k += 1
-                with zf.open(info) as src, open(target, "wb") as dst:
-                    shutil.copyfileobj(src, dst, length=2**20)
-                    if dst.tell() > MAX_BYTES:
-                        break
-                files.append(target)
+                taken.add(name)
+                with zf.open(info) as src, open(inbox / name, "wb") as dst:
+                    while dst.tell() <= MAX_BYTES and (chunk := src.read(2**20)):
+                        dst.write(chunk)
+                files.append((name, inbox / name))
     else:
         raise GradeError(f"SUBMISSIONS={source} is neither a folder nor a zip file")
     if not files:
         raise GradeError(f"SUBMISSIONS={source} holds no file to grade")
     return files
+
+
+def _safe(name: str) -> str:
+    """A submission's name as one file name (feedback/NAME.md, work/NAME/)."""
+    return re.sub(r"[^\w.\-]+", "_", name.replace("/", "__")).strip("._") or "submission"
 
 
 # ------------------------------------------------------------------------------------------ isolation
@@ -331,9 +337,9 @@ def _lines(path: Path) -> list[dict]:
 
 
 def grade_one(autograder: Path, manifest: dict, submission: Path, work: Path, cache: Path, *,
-              isolation: list[str], cell_limit: int, run_limit: float) -> Row:
+              isolation: list[str], cell_limit: int, run_limit: float, name: str | None = None) -> Row:
     """Run one submission in its own process tree; read its scores back. Never raises for the submission's faults."""
-    row = Row(submission.name, submission)
+    row = Row(name or submission.name, submission)
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -375,13 +381,16 @@ def grade_one(autograder: Path, manifest: dict, submission: Path, work: Path, ca
         row.note = "採点の途中で止まった：教員に知らせる"
     else:
         problems.extend(_agree_with_otter(row, work / "results.json", manifest))
+    errors: dict[str | None, list[str]] = {}
     for label, err in _cell_errors(work / EVENTS):
-        if label is None:
-            problems.append(f"cell error after the last exercise ({err})")
-            continue
-        problems.append(f"cell error in or before {label}'s check cell ({err})")
-        why = "時間の制限で止めた" if err == "CellTimeLimit" else f"{err} で止まった"
-        row.messages.setdefault(label, []).insert(0, f"この演習のセル（か、その前のセル）が{why}")
+        errors.setdefault(label, []).append(err)
+    for label, errs in errors.items():
+        counted = ", ".join(f"{e} ×{errs.count(e)}" if errs.count(e) > 1 else e for e in dict.fromkeys(errs))
+        problems.append(f"cell errors after the last exercise: {counted}" if label is None
+                        else f"cell errors in or before {label}'s check cell: {counted}")
+        if label is not None:  # the student is told the first one, where the trouble began
+            why = "を時間の制限で止めた" if errs[0] == "CellTimeLimit" else f"が {errs[0]} で止まった"
+            row.messages.setdefault(label, []).insert(0, f"この演習のセル（かその前のセル）{why}")
     row.problem = "; ".join(problems)
     return row
 
@@ -422,10 +431,20 @@ def _agree_with_otter(row: Row, results: Path, manifest: dict) -> list[str]:
 # --------------------------------------------------------------------------------------- the autograder
 
 def _source_hash(chapter: str, root: Path, fast: bool) -> str:
-    h = hashlib.sha256(f"{fast}".encode())
-    for p in [root / "notebooks" / f"{chapter}.ipynb", *sorted((root / "mixlib" / "exercise").glob("*.py")),
-              Path(__file__), root / "mixlib" / "_assign.py", root / "mixlib" / "_edition.py"]:
-        h.update(p.read_bytes())
+    """What the recorded references depend on: the chapter, all of mixlib, the data, the model and the libraries.
+    An autograder built under another of these is built again (its expected values would be another run's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    h = hashlib.sha256(json.dumps([chapter, fast, os.environ.get("MIXLIB_MODEL", ""), os.environ.get("MIXLIB_JA_MODEL", "")]).encode())
+    for name in ("torch", "transformers", "numpy", "scikit-learn", "otter-grader"):
+        with contextlib.suppress(PackageNotFoundError):
+            h.update(f"{name}=={version(name)}".encode())
+    h.update((root / "notebooks" / f"{chapter}.ipynb").read_bytes())
+    for p in sorted((root / "mixlib").rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + p.read_bytes())
+    for p in sorted((root / "data").rglob("*")):
+        if p.is_file():
+            h.update(f"{p.relative_to(root).as_posix()}:{p.stat().st_size}".encode())
     return h.hexdigest()[:16]
 
 
@@ -447,14 +466,18 @@ def _execute(nb: dict, env: dict[str, str], cwd: Path, cell_limit: int) -> None:
     from nbclient import NotebookClient
 
     _stall_fix()
-    old = dict(os.environ)
-    os.environ.update(env)
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
+
     try:
         NotebookClient(nbformat.from_dict(nb), timeout=cell_limit, kernel_name="python3",
-                       resources={"metadata": {"path": str(cwd)}}).execute()
-    finally:
-        os.environ.clear()
-        os.environ.update(old)
+                       resources={"metadata": {"path": str(cwd)}}).execute(env=env)  # the kernel's own environment
+    except (CellExecutionError, CellTimeoutError) as err:
+        lines = str(err).splitlines()  # nbclient's message: a line, a rule, the cell's source, a rule, the traceback
+        rule = next((k for k, line in enumerate(lines) if line.startswith("-----")), len(lines))
+        cell = next((line for line in lines[rule + 1:] if line.strip()), "?")
+        what = f"{err.ename}: {err.evalue}" if isinstance(err, CellExecutionError) else "a cell timed out"
+        raise GradeError(f"the grader's own run of the chapter failed in the cell starting {cell.strip()[:80]!r} "
+                         f"({what.splitlines()[0][:200]}); it must run here before its submissions can be graded") from None
 
 
 def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, log=print) -> Path:
@@ -463,7 +486,8 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
 
     from mixlib import _assign, _edition
     from mixlib.exercise import _EXERCISES
-    from mixlib.exercise._cells import check_call, check_cells, solutions, with_solutions
+    from mixlib.exercise._cells import check_call, check_cells, own_names, solutions, with_solutions
+    from mixlib.exercise._grading import spec_for
 
     zip_path, manifest_path = out / "autograder.zip", out / "manifest.json"
     digest = _source_hash(chapter, root, fast)
@@ -487,7 +511,10 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
     env = _grading_env(work, out / ".cache", fast)
     env["MIXLIB_RECORD"] = str(work / "record.jsonl")
     log(f"{chapter}: the grader's own run of the chapter with the reference solutions ({'fast' if fast else 'full'} mode)")
-    _execute(nbformat.reads(nbformat.writes(reference), as_version=4), env, work, CELL_LIMIT * 5)
+    try:
+        _execute(nbformat.reads(nbformat.writes(reference), as_version=4), env, work, CELL_LIMIT * 5)
+    except GradeError as err:
+        raise GradeError(f"{chapter}: {err}") from None
     records = {}
     for entry in _lines(work / "record.jsonl"):
         records.setdefault(entry["label"], entry)  # the check cell's own call (a solution may call it again)
@@ -499,9 +526,7 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
         ex = _EXERCISES[label]
         parts = [p.name for p in ex.parts]
         lab, answer, data = check_call(student_nb.cells[i].source)
-        own = sorted(n for n, expr in data.items() if re.match(r"^(ans_\w+|my_\w+)$", expr))
-        spec = {"label": label, "answer": answer, "data": data, "own": own,
-                "expected": records[label]["expected"], "fingerprints": records[label]["data"]}
+        spec = spec_for(label, answer, data, own_names(data), records[label])
         (tests / f"{label}.py").write_text(_test_file(label, parts, spec), encoding="utf-8")
         questions[label] = parts
     seconds = time.monotonic() - t0
@@ -575,7 +600,7 @@ def write_outputs(rows: list[Row], manifest: dict, out: Path) -> Path:
         for label in labels:
             lines.append(f"- {label}：{row.points.get(label, 0):g} / {full[label]:g}")
             lines += [f"  - {m}" for m in row.messages.get(label, [])]
-        (feedback / f"{Path(row.name).stem}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        (feedback / f"{_safe(row.name)}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return csv_path
 
 
@@ -587,13 +612,13 @@ def grade(chapter: str, submissions: Path, out: Path, *, fast: bool = True, jobs
     autograder = build_autograder(chapter, out, fast=fast, log=log)
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     rows, todo = [], []
-    for path in files:
+    for name, path in files:
         why = screen(path, chapter)
         if why:
-            rows.append(Row(path.name, path, points=dict.fromkeys(manifest["questions"], 0.0), problem=why,
+            rows.append(Row(name, path, points=dict.fromkeys(manifest["questions"], 0.0), problem=why,
                             note=f"採点できなかった：{_refusal_ja(why)}。この章の学生版を「ファイル」→「ダウンロード」→「.ipynb をダウンロード」で保存して、もう一度提出する"))
         else:
-            todo.append(path)
+            todo.append((name, path))
     iso = _isolation()
     if not iso:
         log("note: unshare is not available here: the kernel's socket calls are refused, but there is no network namespace")
@@ -603,8 +628,8 @@ def grade(chapter: str, submissions: Path, out: Path, *, fast: bool = True, jobs
         f"{cell_limit} s per cell, {limit:.0f} s per notebook")
     t0 = time.monotonic()
     with ThreadPoolExecutor(jobs) as pool:
-        done = list(pool.map(lambda p: grade_one(autograder, manifest, p, out / "work" / p.stem, out / ".cache",
-                                                 isolation=iso, cell_limit=cell_limit, run_limit=limit), todo))
+        done = list(pool.map(lambda item: grade_one(autograder, manifest, item[1], out / "work" / _safe(item[0]), out / ".cache",
+                                                    isolation=iso, cell_limit=cell_limit, run_limit=limit, name=item[0]), todo))
     rows.extend(done)
     rows.sort(key=lambda r: r.name)
     csv_path = write_outputs(rows, manifest, out)

@@ -71,7 +71,12 @@ def test_collect_reads_a_folder_or_a_zip_without_leaving_the_inbox(tmp_path):
     folder.mkdir()
     _write(folder / "a.ipynb", "{}")
     _write(folder / ".hidden", "x")
-    assert [p.name for p in _grade.collect(folder, tmp_path / "inbox")] == ["a.ipynb"]
+    (folder / "x" / ".ipynb_checkpoints").mkdir(parents=True)
+    _write(folder / "x" / "a.ipynb", "{}")  # the same name in a subfolder stays a submission of its own
+    _write(folder / "x" / ".ipynb_checkpoints" / "a-checkpoint.ipynb", "{}")
+    got = _grade.collect(folder, tmp_path / "inbox")
+    assert [name for name, _ in got] == ["a.ipynb", "x/a.ipynb"] and got[1][1] == folder / "x" / "a.ipynb"
+    assert [_grade._safe(name) for name, _ in got] == ["a.ipynb", "x__a.ipynb"]
     archive = tmp_path / "subs.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("../../escape.ipynb", "{}")  # a path out of the inbox: only its name is kept
@@ -79,8 +84,9 @@ def test_collect_reads_a_folder_or_a_zip_without_leaving_the_inbox(tmp_path):
         zf.writestr("class/y/a.ipynb", "2")
         zf.writestr("__MACOSX/._a.ipynb", "")
     got = _grade.collect(archive, tmp_path / "inbox")
-    assert sorted(p.name for p in got) == ["a-1.ipynb", "a.ipynb", "escape.ipynb"]
-    assert all(p.parent == tmp_path / "inbox" for p in got)
+    assert sorted(name for name, _ in got) == ["a-1.ipynb", "a.ipynb", "escape.ipynb"]
+    assert all(p.parent == tmp_path / "inbox" and p.name == name for name, p in got)
+    assert (tmp_path / "inbox" / "a.ipynb").read_text() == "1" and (tmp_path / "inbox" / "a-1.ipynb").read_text() == "2"
     assert not (tmp_path.parent / "escape.ipynb").exists()
     for bad, why in [(tmp_path / "none", "does not exist"), (_write(tmp_path / "f.txt", "x"), "neither a folder nor a zip"),
                      (tmp_path / "inbox2", "holds no file")]:
@@ -224,9 +230,9 @@ def test_the_table_and_the_feedback_say_points_and_hints_only(tmp_path):
     assert table[0] == ["submission", "ex-00-1", "ex-00-2", "total", "max", "seconds", "problem"]
     assert table[1] == ["b.ipynb", "1", "1", "2", "3", "3.2", ""]
     assert table[2][3:5] == ["0", "3"] and table[2][6] == "not a notebook (.ipynb): a.txt"
-    text = (tmp_path / "feedback" / "b.md").read_text(encoding="utf-8")
+    text = (tmp_path / "feedback" / "b.ipynb.md").read_text(encoding="utf-8")
     assert "合計 2 / 3 点" in text and "- ex-00-2：1 / 2\n  - 内積: もう一度 — ヒント：和" in text
-    assert "採点の注意：採点できなかった" in (tmp_path / "feedback" / "a.md").read_text(encoding="utf-8")
+    assert "採点の注意：採点できなかった" in (tmp_path / "feedback" / "a.txt.md").read_text(encoding="utf-8")
 
 
 def test_the_autograder_test_file_is_otters_exception_format():
@@ -246,3 +252,52 @@ def test_the_grading_requirements_pin_otter_and_leave_out_the_book_tools():
     pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert f'grade = ["otter-grader=={_grade.OTTER_VERSION}"' in pyproject
 
+
+
+def test_an_autograder_is_built_again_when_what_its_references_depend_on_changes(tmp_path, monkeypatch):
+    monkeypatch.delenv("MIXLIB_MODEL", raising=False)
+    for path, text in {"notebooks/00_x.ipynb": "{}", "mixlib/course/a.py": "x = 1", "data/d.tsv": "1"}.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text, encoding="utf-8")
+    digest = _grade._source_hash("00_x", tmp_path, True)
+    assert digest == _grade._source_hash("00_x", tmp_path, True)
+    assert digest != _grade._source_hash("00_x", tmp_path, False)  # fast or full mode
+    monkeypatch.setenv("MIXLIB_MODEL", "bert-base-uncased")  # another model
+    assert digest != _grade._source_hash("00_x", tmp_path, True)
+    monkeypatch.delenv("MIXLIB_MODEL")
+    (tmp_path / "mixlib/course/a.py").write_text("x = 2", encoding="utf-8")  # any of mixlib, not only the exercises
+    assert digest != _grade._source_hash("00_x", tmp_path, True)
+    (tmp_path / "mixlib/course/a.py").write_text("x = 1", encoding="utf-8")
+    (tmp_path / "data/d.tsv").write_text("12", encoding="utf-8")  # a data file
+    assert digest != _grade._source_hash("00_x", tmp_path, True)
+
+
+def test_self_test_fails_when_the_grading_of_an_exercise_is_wrong_either_way(tmp_path, monkeypatch):
+    record = tmp_path / "record.jsonl"
+    monkeypatch.setenv(_grading.RECORD_ENV, str(record))
+    data = {"E": "E", "tokenizer": "enc.tokenizer"}
+    student_cell = '# 演習 ex-00-2 の自己チェック\nans_cos = None\nans_dot = None\ncheck_answer("ex-00-2", {"コサイン": ans_cos, "内積": ans_dot})'
+    args = ("ex-00-2", '{"コサイン": ans_cos, "内積": ans_dot}', data, [], student_cell)
+    env = {"ans_cos": 0.5, "ans_dot": 2.0, "check_answer": lambda *a, **k: None}
+    record.write_text(json.dumps({"label": "ex-00-2", "expected": {"コサイン": 0.5, "内積": 2.0}, "data": {}}) + "\n", encoding="utf-8")
+    _grading.self_test(*args, env)  # the reference earns both parts; the untouched cell none
+    with pytest.raises(AssertionError, match="ex-00-2 内積: the reference solution does not earn its point: もう一度"):
+        _grading.self_test(*args, {**env, "ans_dot": 3.0})
+    with pytest.raises(AssertionError, match="ex-00-2 コサイン: the untouched student edition would earn this point"):
+        _grading.self_test(*args[:4], student_cell.replace("ans_cos = None", "ans_cos = 0.5"), env)
+    with pytest.raises(AssertionError, match="ex-00-3: its check cell recorded nothing"):
+        _grading.recorded("ex-00-3")
+
+
+def test_every_chapter_run_in_make_test_tests_its_grading_after_each_check_cell():
+    import nbformat
+
+    from mixlib.exercise._cells import check_cells, own_names, with_self_tests
+
+    nb = nbformat.read(ROOT / "notebooks" / "colab" / "09_sentence_vectors.ipynb", as_version=4)
+    tested = with_self_tests(nb, nb)
+    checks = check_cells(tested)
+    assert len(tested.cells) == len(nb.cells) + len(checks)
+    for label, i in checks.items():
+        assert tested.cells[i + 1].source.startswith('__import__("mixlib.exercise._grading"') and repr(label) in tested.cells[i + 1].source
+    assert own_names({"enc": "enc", "pair_a": "ans_a", "pair_b": "ans_b", "ids": "my_ids"}) == ["ids", "pair_a", "pair_b"]

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import sys
+import tempfile
 import time
 from pathlib import Path
 from queue import Empty
@@ -45,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # The same fix `make book` uses: widget cells could otherwise stall for the whole cell timeout.
 sys.path.insert(0, str(ROOT / ".ci"))
 import nbexec_fix  # noqa: E402
-from exercise_cells import check_cells, with_solutions  # noqa: E402
+from exercise_cells import check_cells, with_self_tests, with_solutions  # noqa: E402
 from exercise_cells import solutions as exercise_solutions  # noqa: E402
 from test_exercises import CHECKED  # noqa: E402
 
@@ -129,7 +131,12 @@ def _execute(path: Path, monkeypatch, *, solutions: bool = True, source: Path | 
     monkeypatch.setenv(plots.TEXT_CHECK_ENV, f"{plots.MIN_TEXT_PX:g}")  # plots.setup() measures every figure's text
     nb = nbformat.read(path, as_version=4)
     if path.stem in CHECKED and solutions:
-        nb = with_solutions(nb, exercise_solutions(nbformat.read(source or path, as_version=4)))
+        # the solutions filled in, and after each check cell the grading of that exercise tested in this same run
+        # (make grade's: the reference earns every part, the check cell as the student edition has it none)
+        record = tempfile.NamedTemporaryFile(prefix="mixlib-record-", suffix=".jsonl", delete=False)
+        record.close()
+        monkeypatch.setenv("MIXLIB_RECORD", record.name)
+        nb = with_self_tests(with_solutions(nb, exercise_solutions(nbformat.read(source or path, as_version=4))), nb)
     client = NotebookClient(
         nb,
         timeout=CELL_TIMEOUT,
@@ -141,6 +148,9 @@ def _execute(path: Path, monkeypatch, *, solutions: bool = True, source: Path | 
         client.execute()
     except CellExecutionError as err:
         pytest.fail(f"{path.name} failed in fast mode:\n{err}", pytrace=False)
+    finally:
+        if path.stem in CHECKED and solutions:
+            os.unlink(record.name)
     return nb
 
 

@@ -26,6 +26,12 @@ own; ``tests/test_notebooks.py`` runs every hidden solution through its check.
 
 :func:`check` and :func:`matches` are the verdict for one value against one
 reference, which check_answer prints for each part.
+
+A lecturer grades collected notebooks with ``make grade`` (:mod:`mixlib._grade`):
+with ``MIXLIB_RECORD`` set, check_answer also records what it computed in the
+grader's own run of the chapter (:mod:`mixlib.exercise._grading`), and each
+submission is graded against those records, not against what its check cell
+passes in.
 """
 
 from __future__ import annotations

@@ -67,3 +67,28 @@ def check_call(source: str) -> tuple[str, str, dict[str, str]]:
     call = calls[0]
     segment = lambda node: ast.get_source_segment(source, node)  # noqa: E731
     return call.args[0].value, segment(call.args[1]), {k.arg: segment(k.value) for k in call.keywords}
+
+
+#: a data keyword whose expression is one of these names is the student's own answer (a sentence pair they chose),
+#: not the chapter's data: it is not compared with the grader's run
+OWN_NAME = re.compile(r"^(ans_\w+|my_\w+)$")
+
+
+def own_names(data: dict[str, str]) -> list[str]:
+    """The data keywords of a check call that carry the student's own answers."""
+    return sorted(name for name, expr in data.items() if OWN_NAME.match(expr))
+
+
+def with_self_tests(nb: nbformat.NotebookNode, student: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of ``nb`` (the chapter with its solutions filled in) in which, right after each check cell, a cell
+    runs :func:`mixlib.exercise._grading.self_test` with the check cell as ``student`` has it: the grading of
+    every exercise tested inside the same run (which must have ``MIXLIB_RECORD`` set)."""
+    nb = copy.deepcopy(nb)
+    student_cells = check_cells(student)
+    for label, i in sorted(check_cells(nb).items(), key=lambda item: -item[1]):
+        source = student.cells[student_cells[label]].source
+        _, answer, data = check_call(source)
+        call = (f'__import__("mixlib.exercise._grading", fromlist=["self_test"]).self_test('
+                f"{label!r}, {answer!r}, {data!r}, {own_names(data)!r}, {source!r}, globals())")
+        nb.cells.insert(i + 1, nbformat.v4.new_code_cell(call))
+    return nb

@@ -15,6 +15,8 @@ Values are stored as JSON (no pickle), with arrays, tuples, sets and dicts tagge
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GradingError", "assert_part", "decode", "encode", "fingerprint", "judge_part", "record", "same_fingerprint"]
+__all__ = ["GradingError", "assert_part", "decode", "encode", "fingerprint", "judge_part", "record", "same_fingerprint", "self_test"]
 
 #: the environment variable that makes check_answer record what it computed (a JSON-lines file)
 RECORD_ENV = "MIXLIB_RECORD"
@@ -221,3 +223,46 @@ def judge_part(spec: Mapping[str, Any], part: str, env: Mapping[str, Any]) -> No
             raise GradingError(f"答えを実行すると {type(err).__name__} になった") from None
     if given is None or not matches(given, expected, rtol=p.rtol, atol=p.atol):
         raise GradingError(f"もう一度 — ヒント：{p.hint}" if p.hint else "もう一度")
+
+
+def recorded(label: str, path: str | os.PathLike | None = None) -> dict:
+    """The first entry recorded for ``label`` (the check cell's own call) in the record file."""
+    path = path or os.environ.get(RECORD_ENV)
+    for line in open(path, encoding="utf-8"):
+        entry = json.loads(line)
+        if entry["label"] == label:
+            return entry
+    raise AssertionError(f"{label}: its check cell recorded nothing (did the reference solution reach check_answer?)")
+
+
+def spec_for(label: str, answer: str, data: Mapping[str, str], own: list[str], entry: Mapping[str, Any]) -> dict:
+    """What the autograder stores for an exercise (see :func:`assert_part`)."""
+    return {"label": label, "answer": answer, "data": dict(data), "own": list(own),
+            "expected": entry["expected"], "fingerprints": entry["data"]}
+
+
+def self_test(label: str, answer: str, data: Mapping[str, str], own: list[str], student_cell: str, env: dict) -> None:
+    """Right after a check cell of the grader's own run: the reference solution must earn every part, and the
+    check cell as the student edition has it (``student_cell``, run on a copy of the namespace) none.
+
+    This is how every chapter's grading is tested inside the executions ``make test`` makes anyway
+    (``tests/test_notebooks.py``); ``make test-grade`` runs the same through otter on chapter 0.
+    """
+    from mixlib.exercise import _EXERCISES
+
+    spec = spec_for(label, answer, data, own, recorded(label))
+    parts = [p.name for p in _EXERCISES[label].parts]
+    for part in parts:
+        try:
+            judge_part(spec, part, env)
+        except GradingError as err:
+            raise AssertionError(f"{label} {part}: the reference solution does not earn its point: {err}") from None
+    untouched = dict(env)
+    with contextlib.redirect_stdout(io.StringIO()):  # its check_answer prints 未回答
+        exec(compile(student_cell, f"<{label}: the student edition's check cell>", "exec"), untouched)  # noqa: S102
+    for part in parts:
+        try:
+            judge_part(spec, part, untouched)
+        except GradingError:
+            continue
+        raise AssertionError(f"{label} {part}: the untouched student edition would earn this point")
