@@ -61,7 +61,7 @@ CHECK_HEADER = re.compile(r"#\s*演習 (ex-(\d+)-\d+) の自己チェック")
 
 
 class GradeError(Exception):
-    """Bad input for the grading command: one line, said before any work."""
+    """What stops the grading command, in one line (bad input is said before any work)."""
 
 
 # ---------------------------------------------------------------------------------------------- chapters
@@ -199,6 +199,19 @@ def screen(path: Path, chapter: str) -> str:
             return f"another chapter's notebook (chapter {', '.join(others)}), not chapter {number}'s"
         return f"no exercise check cell of chapter {number}: not this chapter's student edition"
     return ""
+
+
+#: names a notebook has no reason to use: the grading code runs in the submission's own kernel (as otter's does), so
+#: a notebook that reaches for it may be forging its grade; its row says so and a person looks at it
+GRADER_NAMES = ("_grading", "assert_part", "judge_part", "_EXERCISES", "MIXLIB_GRADE", "MIXLIB_RECORD", "otter",
+                "scores.jsonl", "events.jsonl", "_mx_", "CellTimeLimit", "Checker", "signal.alarm", "SIGALRM")
+
+
+def touches_grader(nb: dict) -> list[str]:
+    """The grader's names that a submission's code cells use (empty for an honest notebook)."""
+    code = "\n".join("".join(c.get("source", "")) if isinstance(c.get("source"), list) else str(c.get("source", ""))
+                     for c in nb.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code")
+    return [name for name in GRADER_NAMES if name in code]
 
 
 def _refusal_ja(why: str) -> str:
@@ -340,6 +353,7 @@ def grade_one(autograder: Path, manifest: dict, submission: Path, work: Path, ca
               isolation: list[str], cell_limit: int, run_limit: float, name: str | None = None) -> Row:
     """Run one submission in its own process tree; read its scores back. Never raises for the submission's faults."""
     row = Row(name or submission.name, submission)
+    suspicious = touches_grader(json.loads(submission.read_bytes()))
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -391,6 +405,8 @@ def grade_one(autograder: Path, manifest: dict, submission: Path, work: Path, ca
         if label is not None:  # the student is told the first one, where the trouble began
             why = "を時間の制限で止めた" if errs[0] == "CellTimeLimit" else f"が {errs[0]} で止まった"
             row.messages.setdefault(label, []).insert(0, f"この演習のセル（かその前のセル）{why}")
+    if suspicious:
+        problems.append(f"uses the grader's own names ({', '.join(suspicious)}): check this notebook by hand")
     row.problem = "; ".join(problems)
     return row
 

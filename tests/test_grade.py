@@ -301,3 +301,33 @@ def test_every_chapter_run_in_make_test_tests_its_grading_after_each_check_cell(
     for label, i in checks.items():
         assert tested.cells[i + 1].source.startswith('__import__("mixlib.exercise._grading"') and repr(label) in tested.cells[i + 1].source
     assert own_names({"enc": "enc", "pair_a": "ans_a", "pair_b": "ans_b", "ids": "my_ids"}) == ["ids", "pair_a", "pair_b"]
+
+
+def test_a_notebook_that_reaches_for_the_grader_is_flagged():
+    honest = _notebook("ans_word = 'king'", "check_answer('ex-00-1', ans_word)")
+    assert _grade.touches_grader(honest) == []
+    forged = _notebook("import mixlib.exercise._grading as g\ng.judge_part = lambda *a: None")
+    assert _grade.touches_grader(forged) == ["_grading", "judge_part"]
+    forged["cells"].append({"cell_type": "markdown", "source": "otter"})  # prose may say anything
+    assert _grade.touches_grader(forged) == ["_grading", "judge_part"]
+    for path in sorted((ROOT / "notebooks" / "colab").glob("*.ipynb")):  # no chapter trips it
+        assert _grade.touches_grader(json.loads(path.read_text(encoding="utf-8"))) == [], path.name
+
+
+def test_without_unshare_a_timed_out_run_still_takes_its_kernel_with_it(tmp_path, monkeypatch):
+    """Where unshare is missing (no pid namespace), the kernel runs in a session of its own: _kill_tree kills it
+    by the pid its limits cell logged, as well as the worker's process group."""
+    import signal
+    import time as _time
+
+    monkeypatch.setattr(_grade.shutil, "which", lambda name: None)
+    assert _grade._isolation() == []
+    kernel = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    (tmp_path / _grade.EVENTS).write_text(json.dumps({"kernel": kernel.pid}) + "\n", encoding="utf-8")
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    _grade._kill_tree(worker, tmp_path)
+    for _ in range(50):
+        if kernel.poll() is not None:
+            break
+        _time.sleep(0.1)
+    assert worker.returncode == -signal.SIGKILL and kernel.returncode == -signal.SIGKILL
