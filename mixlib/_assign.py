@@ -29,7 +29,8 @@ OUT = Path("_build") / "assign" / "student"
 
 #: added to the Colab edition's note under each chapter's title
 STUDENT_NOTE = ("> **学生版**　課題として配るための版で、演習の解答例を除いてある。答えは各演習の自己チェックのセルに書き、"
-                "実行して確かめる（正解の値は表示されない）。提出するときは「ファイル」→「ダウンロード」→「.ipynb をダウンロード」。")
+                "実行して確かめる（正解の値は表示されない）。採点ではノートブックを上から実行し直すので、答えは数や語を"
+                "書き写さず、コードで計算して入れる。提出するときは「ファイル」→「ダウンロード」→「.ipynb をダウンロード」。")
 
 
 def strip_solutions(markdown: str) -> str:

@@ -395,39 +395,43 @@ def grade_one(autograder: Path, manifest: dict, submission: Path, work: Path, ca
         row.note = "採点の途中で止まった：教員に知らせる"
     else:
         problems.extend(_agree_with_otter(row, work / "results.json", manifest))
-    errors: dict[str | None, list[str]] = {}
-    for label, err in _cell_errors(work / EVENTS):
-        errors.setdefault(label, []).append(err)
+    errors: dict[str | None, list[tuple[str, str]]] = {}
+    for label, err, said in _cell_errors(work / EVENTS):
+        errors.setdefault(label, []).append((err, said))
     for label, errs in errors.items():
-        counted = ", ".join(f"{e} ×{errs.count(e)}" if errs.count(e) > 1 else e for e in dict.fromkeys(errs))
+        names = [e for e, _ in errs]
+        counted = ", ".join(f"{e} ×{names.count(e)}" if names.count(e) > 1 else e for e in dict.fromkeys(names))
         problems.append(f"cell errors after the last exercise: {counted}" if label is None
                         else f"cell errors in or before {label}'s check cell: {counted}")
         if label is not None:  # the student is told the first one, where the trouble began
-            why = "を時間の制限で止めた" if errs[0] == "CellTimeLimit" else f"が {errs[0]} で止まった"
-            row.messages.setdefault(label, []).insert(0, f"この演習のセル（かその前のセル）{why}")
+            first, said = errs[0]
+            why = "を時間の制限で止めた" if first == "CellTimeLimit" else f"が {first}（{said}）で止まった" if said else f"が {first} で止まった"
+            kept = [m for m in row.messages.get(label, []) if "答えの変数がない" not in m]  # it stopped before the answer
+            row.messages[label] = [f"この演習のセル（かその前のセル）{why}", *kept]
     if suspicious:
         problems.append(f"uses the grader's own names ({', '.join(suspicious)}): check this notebook by hand")
     row.problem = "; ".join(problems)
     return row
 
 
-def _cell_errors(events: Path) -> list[tuple[str | None, str]]:
-    """(exercise, exception name) for each cell that raised: the exercise whose check cell raised, or the next
-    check cell's after a cell that raised before it (None after the last exercise)."""
+def _cell_errors(events: Path) -> list[tuple[str | None, str, str]]:
+    """(exercise, exception name, its message) for each cell that raised: the exercise whose check cell raised, or
+    the next check cell's after a cell that raised before it (None after the last exercise)."""
     out, pending, current = [], [], None
     for entry in _lines(events):
         if "cell" in entry:
             m = CHECK_HEADER.match(entry["cell"])
             current = m.group(1) if m else None
             if m:
-                out.extend((current, err) for err in pending)
+                out.extend((current, *err) for err in pending)
                 pending = []
         elif "error" in entry:
+            err = (entry["error"], entry.get("message", ""))
             if current:
-                out.append((current, entry["error"]))
+                out.append((current, *err))
             else:
-                pending.append(entry["error"])
-    out.extend((None, err) for err in pending)
+                pending.append(err)
+    out.extend((None, *err) for err in pending)
     return out
 
 
@@ -486,7 +490,8 @@ def _execute(nb: dict, env: dict[str, str], cwd: Path, cell_limit: int) -> None:
 
     try:
         NotebookClient(nbformat.from_dict(nb), timeout=cell_limit, kernel_name="python3",
-                       resources={"metadata": {"path": str(cwd)}}).execute(env=env)  # the kernel's own environment
+                       resources={"metadata": {"path": str(cwd)}}).execute(env=env, stderr=subprocess.DEVNULL)
+        # the kernel's own environment; its stderr (a notice about TCP on every start) is not the lecturer's business
     except (CellExecutionError, CellTimeoutError) as err:
         lines = str(err).splitlines()  # nbclient's message: a line, a rule, the cell's source, a rule, the traceback
         rule = next((k for k, line in enumerate(lines) if line.startswith("-----")), len(lines))
@@ -531,9 +536,13 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
         _execute(nbformat.reads(nbformat.writes(reference), as_version=4), env, work, CELL_LIMIT * 5)
     except GradeError as err:
         raise GradeError(f"{chapter}: {err}") from None
-    records = {}
+    records, models = {}, []
     for entry in _lines(work / "record.jsonl"):
-        records.setdefault(entry["label"], entry)  # the check cell's own call (a solution may call it again)
+        if "model" in entry:  # a model the chapter loaded (mixlib.models)
+            models.append(f"{entry['model']} ({entry['source']})")
+        else:
+            records.setdefault(entry["label"], entry)  # the check cell's own call (a solution may call it again)
+    models = list(dict.fromkeys(models))
     questions, tests = {}, work / "tests"
     tests.mkdir()
     for label, i in checks.items():
@@ -556,7 +565,7 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
     with contextlib.redirect_stdout(io.StringIO()):
         otter_generate(tests_dir=str(tests), output_path=str(tmp_zip), config=str(work / "otter_config.json"),
                        requirements=str(work / "requirements.txt"), no_environment=True)
-    manifest = {"chapter": chapter, "fast": fast, "source": digest, "questions": questions,
+    manifest = {"chapter": chapter, "fast": fast, "models": models, "source": digest, "questions": questions,
                 "reference_seconds": round(seconds, 1), "otter": OTTER_VERSION}
     # the autograder must give the reference full marks and the untouched student edition nothing
     iso = _isolation()
@@ -577,7 +586,15 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
     manifest_path.write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
     log(f"{zip_path}: {len(questions)} exercises, {sum(len(p) for p in questions.values())} points "
         f"(reference run {seconds:.0f} s; the reference scores full marks, the student edition 0)")
+    log(f"{chapter}: {_models_line(manifest)}")
     return zip_path
+
+
+def _models_line(manifest: dict) -> str:
+    mode = "fast mode (MIXLIB_FAST=1)" if manifest["fast"] else "full mode"
+    models = ", ".join(manifest.get("models") or []) or "no pretrained model"
+    return (f"graded in {mode} with {models}: an answer typed by hand matches only if the student used the same "
+            "(set MIXLIB_MODEL, or --full, to grade as they ran)")
 
 
 def _grading_requirements(root: Path) -> str:
@@ -620,11 +637,23 @@ def write_outputs(rows: list[Row], manifest: dict, out: Path) -> Path:
     return csv_path
 
 
+def batch_dir(out: Path, submissions: Path) -> Path:
+    """Where one batch's results go: a folder of the chapter's output named after the submissions' folder or zip,
+    so grading another batch (a section, the late ones) never overwrites this one's table or feedback."""
+    return out / _safe(submissions.resolve().stem if submissions.is_file() else submissions.resolve().name)
+
+
 def grade(chapter: str, submissions: Path, out: Path, *, fast: bool = True, jobs: int | None = None,
           cell_limit: int = CELL_LIMIT, run_limit: float | None = None, log=print) -> list[Row]:
-    """Grade every submission of ``chapter`` in ``submissions`` (a folder or a zip); write into ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    files = collect(submissions, out / "inbox")
+    """Grade every submission of ``chapter`` in ``submissions`` (a folder or a zip) into ``batch_dir(out, …)``;
+    the chapter's autograder (built once, kept while up to date) is in ``out``."""
+    batch = batch_dir(out, submissions)
+    if batch.name in ("build", "work", "inbox", "feedback") or batch.name.startswith("."):
+        raise GradeError(f"SUBMISSIONS={submissions}: name its folder or zip something other than {batch.name!r}")
+    staged = out / f".{batch.name}.new"
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    files = collect(submissions, staged / "inbox")
     autograder = build_autograder(chapter, out, fast=fast, log=log)
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     rows, todo = [], []
@@ -640,19 +669,25 @@ def grade(chapter: str, submissions: Path, out: Path, *, fast: bool = True, jobs
         log("note: unshare is not available here: the kernel's socket calls are refused, but there is no network namespace")
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(todo) or 1))
     limit = run_limit if run_limit is not None else max(120.0, RUN_FACTOR * manifest["reference_seconds"])
-    log(f"grading {len(todo)} notebooks ({len(rows)} refused before running) on {jobs} processes, "
-        f"{cell_limit} s per cell, {limit:.0f} s per notebook")
+    log(f"grading {len(todo)} of {len(files)} files ({len(rows)} refused before running) on {jobs} "
+        f"{'process' if jobs == 1 else 'processes'}, {cell_limit} s per cell, {limit:.0f} s per notebook")
     t0 = time.monotonic()
     with ThreadPoolExecutor(jobs) as pool:
-        done = list(pool.map(lambda item: grade_one(autograder, manifest, item[1], out / "work" / _safe(item[0]), out / ".cache",
-                                                    isolation=iso, cell_limit=cell_limit, run_limit=limit, name=item[0]), todo))
+        done = list(pool.map(lambda item: grade_one(autograder, manifest, item[1], staged / "work" / _safe(item[0]),
+                                                    out / ".cache", isolation=iso, cell_limit=cell_limit, run_limit=limit,
+                                                    name=item[0]), todo))
     rows.extend(done)
     rows.sort(key=lambda r: r.name)
-    csv_path = write_outputs(rows, manifest, out)
+    write_outputs(rows, manifest, staged)
+    shutil.rmtree(batch, ignore_errors=True)  # this batch graded again: its new results replace its old ones
+    staged.replace(batch)
     wall = time.monotonic() - t0
+    log(f"{batch / 'grades.csv'}: {len(rows)} {'row' if len(rows) == 1 else 'rows'}, feedback in {batch / 'feedback'}/")
     if todo:
-        log(f"{csv_path}: {len(rows)} rows; {wall:.0f} s for {len(todo)} notebooks on {jobs} processes "
-            f"({wall / len(todo):.1f} s per notebook; {sum(r.seconds for r in done) / len(done):.1f} s each)")
+        log(f"{len(todo)} {'notebook' if len(todo) == 1 else 'notebooks'} graded in {wall:.0f} s on {jobs} "
+            f"{'process' if jobs == 1 else 'processes'} side by side: {wall / len(todo):.1f} s of wall time per notebook "
+            f"(each run took {sum(r.seconds for r in done) / len(done):.1f} s on average)")
+    log(f"{chapter}: {_models_line(manifest)}")
     return rows
 
 

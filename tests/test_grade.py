@@ -128,10 +128,12 @@ def test_prepare_checks_each_exercise_after_its_cell_and_ignores_the_submissions
 
 def test_cell_errors_name_the_exercise_they_cost(tmp_path):
     events = tmp_path / "e.jsonl"
-    lines = [{"kernel": 3}, {"cell": "x = 1"}, {"error": "NameError"}, {"cell": "# 演習 ex-00-1 の自己チェック"},
-             {"cell": "# 演習 ex-00-2 の自己チェック"}, {"error": "CellTimeLimit"}, {"cell": "print(1)"}, {"error": "OSError"}]
+    lines = [{"kernel": 3}, {"cell": "x = 1"}, {"error": "NameError", "message": "name 'y' is not defined"},
+             {"cell": "# 演習 ex-00-1 の自己チェック"}, {"cell": "# 演習 ex-00-2 の自己チェック"}, {"error": "CellTimeLimit"},
+             {"cell": "print(1)"}, {"error": "OSError"}]
     events.write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n", encoding="utf-8")
-    assert _grade._cell_errors(events) == [("ex-00-1", "NameError"), ("ex-00-2", "CellTimeLimit"), (None, "OSError")]
+    assert _grade._cell_errors(events) == [("ex-00-1", "NameError", "name 'y' is not defined"),
+                                           ("ex-00-2", "CellTimeLimit", ""), (None, "OSError", "")]
 
 
 # ---------------------------------------------------------------------------------- stored references
@@ -221,7 +223,7 @@ def test_a_judged_answer_runs_only_on_the_chapters_own_data():
 
 def test_the_table_and_the_feedback_say_points_and_hints_only(tmp_path):
     manifest = {"chapter": CHAPTER, "questions": {"ex-00-1": [""], "ex-00-2": ["コサイン", "内積"]}}
-    rows = [_grade.Row("b.ipynb", None, {"ex-00-1": 1.0, "ex-00-2": 1.0}, {"ex-00-2": ["内積: もう一度 — ヒント：和"]}, seconds=3.25),
+    rows = [_grade.Row("b.ipynb", None, {"ex-00-1": 1.0, "ex-00-2": 1.0}, {"ex-00-2": ["内積: 不正解 — ヒント：和"]}, seconds=3.25),
             _grade.Row("a.txt", None, {"ex-00-1": 0.0, "ex-00-2": 0.0}, problem="not a notebook (.ipynb): a.txt",
                        note="採点できなかった：提出されたファイルがノートブック（.ipynb）でない")]
     path = _grade.write_outputs(rows, manifest, tmp_path)
@@ -231,7 +233,7 @@ def test_the_table_and_the_feedback_say_points_and_hints_only(tmp_path):
     assert table[1] == ["b.ipynb", "1", "1", "2", "3", "3.2", ""]
     assert table[2][3:5] == ["0", "3"] and table[2][6] == "not a notebook (.ipynb): a.txt"
     text = (tmp_path / "feedback" / "b.ipynb.md").read_text(encoding="utf-8")
-    assert "合計 2 / 3 点" in text and "- ex-00-2：1 / 2\n  - 内積: もう一度 — ヒント：和" in text
+    assert "合計 2 / 3 点" in text and "- ex-00-2：1 / 2\n  - 内積: 不正解 — ヒント：和" in text
     assert "採点の注意：採点できなかった" in (tmp_path / "feedback" / "a.txt.md").read_text(encoding="utf-8")
 
 
@@ -281,7 +283,7 @@ def test_self_test_fails_when_the_grading_of_an_exercise_is_wrong_either_way(tmp
     env = {"ans_cos": 0.5, "ans_dot": 2.0, "check_answer": lambda *a, **k: None}
     record.write_text(json.dumps({"label": "ex-00-2", "expected": {"コサイン": 0.5, "内積": 2.0}, "data": {}}) + "\n", encoding="utf-8")
     _grading.self_test(*args, env)  # the reference earns both parts; the untouched cell none
-    with pytest.raises(AssertionError, match="ex-00-2 内積: the reference solution does not earn its point: もう一度"):
+    with pytest.raises(AssertionError, match="ex-00-2 内積: the reference solution does not earn its point: 不正解"):
         _grading.self_test(*args, {**env, "ans_dot": 3.0})
     with pytest.raises(AssertionError, match="ex-00-2 コサイン: the untouched student edition would earn this point"):
         _grading.self_test(*args[:4], student_cell.replace("ans_cos = None", "ans_cos = 0.5"), env)
@@ -331,3 +333,14 @@ def test_without_unshare_a_timed_out_run_still_takes_its_kernel_with_it(tmp_path
             break
         _time.sleep(0.1)
     assert worker.returncode == -signal.SIGKILL and kernel.returncode == -signal.SIGKILL
+
+
+def test_each_batch_has_its_own_folder_so_one_never_overwrites_another(tmp_path):
+    (tmp_path / "class-a").mkdir()
+    (tmp_path / "late.zip").write_bytes(b"")
+    assert _grade.batch_dir(tmp_path / "out", tmp_path / "class-a") == tmp_path / "out" / "class-a"
+    assert _grade.batch_dir(tmp_path / "out", tmp_path / "late.zip") == tmp_path / "out" / "late"
+    (tmp_path / "build").mkdir()  # a name the chapter's own files use is refused before any work
+    with pytest.raises(_grade.GradeError, match="other than 'build'"):
+        _grade.grade(CHAPTER, tmp_path / "build", tmp_path / "out")
+    assert not (tmp_path / "out").exists()

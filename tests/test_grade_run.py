@@ -78,7 +78,8 @@ def _run_both(ch0_subs: Path, ch10_subs: Path, out: Path) -> dict:
 def graded(tmp_path_factory):
     import nbformat
 
-    subs = tmp_path_factory.mktemp("submissions")
+    subs = tmp_path_factory.mktemp("submissions") / "class-a"
+    subs.mkdir()
     solved = _solved(_student(CHAPTER), CHAPTER)
     notebooks = {
         # one wrong answer; the cells' metadata lost (the grader finds the check cells by their first line)
@@ -104,7 +105,8 @@ def graded(tmp_path_factory):
     other = json.loads((ROOT / "notebooks" / "colab" / "01_vectors_cosine.ipynb").read_text(encoding="utf-8"))
     (subs / "chapter1.ipynb").write_text(json.dumps(other), encoding="utf-8")
 
-    subs10 = tmp_path_factory.mktemp("submissions10")
+    subs10 = tmp_path_factory.mktemp("submissions10") / "class-a"
+    subs10.mkdir()
     solved10 = _solved(_student(CHAPTER_10), CHAPTER_10)
     # one wrong answer (ex-10-2), an endless loop (ex-10-3), a cell that raises (ex-10-4, two parts): each costs
     # exactly its own exercise's points
@@ -163,7 +165,7 @@ def test_a_hostile_notebook_gets_its_row(graded):
     row = _rows(graded)["hostile.ipynb"]
     assert _points(row) == {"ex-00-1": 0, "ex-00-2": 2, "ex-00-3": 0}, row
     assert "ZeroDivisionError" in row.problem
-    assert row.messages["ex-00-1"][0] == "この演習のセル（かその前のセル）が ZeroDivisionError で止まった"
+    assert row.messages["ex-00-1"] == ["この演習のセル（かその前のセル）が ZeroDivisionError（division by zero）で止まった"]
     assert any("ans_rank" in m for m in row.messages["ex-00-3"])
 
 
@@ -184,7 +186,7 @@ def test_chapter_10_each_fault_costs_exactly_its_exercise(graded):
 def test_the_table_and_the_feedback(graded):
     results, out, _ = graded
     rows, seconds = results[CHAPTER]
-    folder = out / CHAPTER
+    folder = out / CHAPTER / "class-a"  # the batch's own folder, named after the submissions' folder
     with open(folder / "grades.csv", encoding="utf-8") as f:
         table = list(csv.DictReader(f))
     assert [r["submission"] for r in table] == sorted(rows)
@@ -193,7 +195,10 @@ def test_the_table_and_the_feedback(graded):
     feedback = (folder / "feedback" / "wrong_one.ipynb.md").read_text(encoding="utf-8")
     assert "3 / 4" in feedback and "ヒント" in feedback
     # never an expected value: the reference's word is in no feedback file
-    word = json.loads((folder / "build" / "record.jsonl").read_text(encoding="utf-8").splitlines()[0])["expected"][""]
+    records = [json.loads(x) for x in (out / CHAPTER / "build" / "record.jsonl").read_text(encoding="utf-8").splitlines()]
+    word = next(r for r in records if r.get("label") == "ex-00-1")["expected"][""]
+    assert [r for r in records if "model" in r]  # the model the grader's run loaded is named
+    assert json.loads((out / CHAPTER / "manifest.json").read_text(encoding="utf-8"))["models"]
     for path in (folder / "feedback").glob("*.md"):
         assert word not in path.read_text(encoding="utf-8"), path.name
     print(f"\nchapter 0: {len(rows)} submissions in {seconds:.0f} s; chapter 10: 1 in {results[CHAPTER_10][1]:.0f} s (side by side)")

@@ -159,6 +159,14 @@ def record(label: str, *, expected: Mapping[str, Any] | None, data: Mapping[str,
         f.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
 
+def record_model(name: str, source: str) -> None:
+    """In the grader's own run: note a model the chapter loaded (the grading command names it)."""
+    path = os.environ.get(RECORD_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"model": name, "source": source}, ensure_ascii=False) + "\n")
+
+
 def assert_part(spec: Mapping[str, Any], part: str, env: Mapping[str, Any]) -> None:
     """Grade one part of an exercise (:func:`judge_part`) and append the outcome to ``$MIXLIB_GRADE_SCORES``.
 
@@ -222,7 +230,7 @@ def judge_part(spec: Mapping[str, Any], part: str, env: Mapping[str, Any]) -> No
         except Exception as err:  # noqa: BLE001 (the student's function raised inside the judge)
             raise GradingError(f"答えを実行すると {type(err).__name__} になった") from None
     if given is None or not matches(given, expected, rtol=p.rtol, atol=p.atol):
-        raise GradingError(f"もう一度 — ヒント：{p.hint}" if p.hint else "もう一度")
+        raise GradingError(f"不正解 — ヒント：{p.hint}" if p.hint else "不正解")
 
 
 def recorded(label: str, path: str | os.PathLike | None = None) -> dict:
@@ -230,7 +238,7 @@ def recorded(label: str, path: str | os.PathLike | None = None) -> dict:
     path = path or os.environ.get(RECORD_ENV)
     for line in open(path, encoding="utf-8"):
         entry = json.loads(line)
-        if entry["label"] == label:
+        if entry.get("label") == label:
             return entry
     raise AssertionError(f"{label}: its check cell recorded nothing (did the reference solution reach check_answer?)")
 
