@@ -119,11 +119,21 @@ def _mx_post(result):
 def _mx_no_network(*args, **kwargs):
     raise OSError("採点中はネットワークを使えない")
 
+_mx_connect = _mx_socket.socket.connect
+
+def _mx_local_only(self, address, *args):  # where there is no network namespace: only the loopback
+    host = address[0] if isinstance(address, tuple) else ""
+    if self.family in (_mx_socket.AF_INET, _mx_socket.AF_INET6) and host not in ("127.0.0.1", "::1", "localhost"):
+        _mx_no_network()
+    return _mx_connect(self, address, *args)
+
 _mx_signal.signal(_mx_signal.SIGALRM, _mx_alarm)
 get_ipython().events.register("pre_run_cell", _mx_pre)
 get_ipython().events.register("post_run_cell", _mx_post)
 _mx_socket.create_connection = _mx_no_network
 _mx_socket.getaddrinfo = _mx_no_network
+_mx_socket.socket.connect = _mx_local_only
+_mx_socket.socket.connect_ex = _mx_local_only
 _mx_log(kernel=_mx_os.getpid())
 '''
 

@@ -344,3 +344,20 @@ def test_each_batch_has_its_own_folder_so_one_never_overwrites_another(tmp_path)
     with pytest.raises(_grade.GradeError, match="other than 'build'"):
         _grade.grade(CHAPTER, tmp_path / "build", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_kernels_limits_cell_refuses_the_network_even_without_a_namespace(tmp_path):
+    """The limits cell run in a plain Python (no network namespace): a raw connect to the internet is refused
+    before any packet leaves, a loopback connect is not; a cell past its limit raises CellTimeLimit."""
+    cell = _grade.LIMITS_CELL.format(cell_limit=1, events=str(tmp_path / "e.jsonl"))
+    script = ("import types, socket, time\n"
+              "hooks = {}\n"
+              "ip = types.SimpleNamespace(events=types.SimpleNamespace(register=lambda name, f: hooks.__setitem__(name, f)))\n"
+              "get_ipython = lambda: ip\n"
+              f"exec({cell!r})\n"
+              "try:\n    socket.socket().connect(('1.1.1.1', 80))\nexcept OSError as e:\n    print('refused:', e)\n"
+              "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); c = socket.socket(); c.connect(s.getsockname()); print('loopback ok')\n"
+              "hooks['pre_run_cell'](types.SimpleNamespace(raw_cell='while True: pass'))\n"
+              "try:\n    time.sleep(5)\nexcept Exception as e:\n    print(type(e).__name__)\n")
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert p.stdout.splitlines() == ["refused: 採点中はネットワークを使えない", "loopback ok", "CellTimeLimit"], p.stdout + p.stderr
