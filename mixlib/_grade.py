@@ -45,6 +45,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mixlib.exercise._cells import CHECK_HEADER  # a check cell's first line: "# 演習 ex-10-3 の自己チェック"
+from mixlib.exercise._grading import RECORD_ENV, SCORES_ENV
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = Path("_build") / "grade"
 #: seconds one cell of a submission may run before it is stopped (the exercise it belongs to earns nothing)
@@ -57,7 +60,6 @@ OTTER_VERSION = "7.0.0"
 EVENTS = "events.jsonl"
 SCORES = "scores.jsonl"
 
-CHECK_HEADER = re.compile(r"#\s*演習 (ex-(\d+)-\d+) の自己チェック")
 
 
 class GradeError(Exception):
@@ -138,6 +140,12 @@ _mx_log(kernel=_mx_os.getpid())
 '''
 
 
+def _source(cell: dict) -> str:
+    """A cell's source as one string (a notebook may store it as a list of lines)."""
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else str(source)
+
+
 def prepare(nb: dict, *, cell_limit: int, events: str) -> dict:
     """The submission as the grader runs it: the limits cell first, and each exercise's otter check right after
     its check cell (found by the cell's header, so a lost cell metadata does not matter)."""
@@ -146,9 +154,7 @@ def prepare(nb: dict, *, cell_limit: int, events: str) -> dict:
         if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
             continue
         cell = dict(cell)
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else str(source)
-        cell["source"] = source
+        source = cell["source"] = _source(cell)
         meta = dict(cell.get("metadata") or {})
         meta.pop("otter", None)  # a submission cannot choose what is checked
         if cell["cell_type"] == "code":
@@ -194,18 +200,11 @@ def screen(path: Path, chapter: str) -> str:
         return f"not JSON ({type(err).__name__} at byte {getattr(err, 'pos', '?')}): not a notebook"
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         return "JSON, but not a notebook (no list of cells)"
-    labels = set()
-    for cell in nb["cells"]:
-        if isinstance(cell, dict) and cell.get("cell_type") == "code":
-            source = cell.get("source", "")
-            source = "".join(source) if isinstance(source, list) else str(source)
-            m = CHECK_HEADER.match(source.lstrip())
-            if m:
-                labels.add(m.group(2))
+    headers = (CHECK_HEADER.match(_source(c).lstrip()) for c in nb["cells"] if isinstance(c, dict) and c.get("cell_type") == "code")
+    numbers = {str(int(m.group(1).split("-")[1])) for m in headers if m}  # ex-03-2 -> "3"
     number = str(int(_chapter_number(chapter)))
-    others = sorted({str(int(x)) for x in labels} - {number})
-    if number not in {str(int(x)) for x in labels}:
-        if others:
+    if number not in numbers:
+        if others := sorted(numbers - {number}, key=int):
             return f"another chapter's notebook (chapter {', '.join(others)}), not chapter {number}'s"
         return f"no exercise check cell of chapter {number}: not this chapter's student edition"
     return ""
@@ -219,8 +218,7 @@ GRADER_NAMES = ("_grading", "assert_part", "judge_part", "_EXERCISES", "MIXLIB_G
 
 def touches_grader(nb: dict) -> list[str]:
     """The grader's names that a submission's code cells use (empty for an honest notebook)."""
-    code = "\n".join("".join(c.get("source", "")) if isinstance(c.get("source"), list) else str(c.get("source", ""))
-                     for c in nb.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code")
+    code = "\n".join(_source(c) for c in nb.get("cells", []) if isinstance(c, dict) and c.get("cell_type") == "code")
     return [name for name in GRADER_NAMES if name in code]
 
 
@@ -300,13 +298,13 @@ def _loopback_up() -> None:
 
 
 def _grading_env(work: Path, cache: Path, fast: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MIXLIB_RECORD", "MIXLIB_GRADE_SCORES")}
+    env = {k: v for k, v in os.environ.items() if k not in (RECORD_ENV, SCORES_ENV)}
     tmp = work / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     env.update(TMPDIR=str(tmp), HOME=str(work), XDG_CACHE_HOME=str(cache), MPLCONFIGDIR=str(cache / "matplotlib"),
                HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
                PYDEVD_DISABLE_FILE_VALIDATION="1", MPLBACKEND="module://matplotlib_inline.backend_inline",
-               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MIXLIB_GRADE_SCORES=str(work / SCORES),
+               OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **{SCORES_ENV: str(work / SCORES)},
                MIXLIB_FAST="1" if fast else "0", JUPYTER_PLATFORM_DIRS="1", PYTHONPATH=str(ROOT))
     return env
 
@@ -392,7 +390,7 @@ def grade_one(autograder: Path, manifest: dict, submission: Path, work: Path, ca
             if entry and entry["passed"]:
                 row.points[label] += 1
             elif entry:
-                row.messages[label].append(f"{part or label}: {entry['message']}" if part else entry["message"])
+                row.messages[label].append(f"{part}: {entry['message']}" if part else entry["message"])
             else:
                 row.messages[label].append(f"{part + ': ' if part else ''}採点されなかった（この演習のセルまで実行が届かなかった）")
     problems = []
@@ -527,23 +525,23 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
             return zip_path
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    chapter_nb = json.loads((root / "notebooks" / f"{chapter}.ipynb").read_text(encoding="utf-8"))
-    student = _assign.student_notebook(chapter_nb, f"notebooks/{chapter}", _edition.read_book(root))
+    path = root / "notebooks" / f"{chapter}.ipynb"
+    student = _assign.student_notebook(json.loads(path.read_text(encoding="utf-8")), f"notebooks/{chapter}", _edition.read_book(root))
     student_nb = nbformat.reads(_edition._dump(student), as_version=4)
     checks = check_cells(student_nb)
     if not checks:
         raise GradeError(f"chapter {chapter} has no exercise with a self-check: nothing to grade")
-    reference = with_solutions(student_nb, solutions(nbformat.read(root / "notebooks" / f"{chapter}.ipynb", as_version=4)))
+    reference = with_solutions(student_nb, solutions(nbformat.read(path, as_version=4)))
     work = out / "build"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     (work / "student.ipynb").write_text(_edition._dump(student), encoding="utf-8")
     (work / "reference.ipynb").write_text(nbformat.writes(reference), encoding="utf-8")
     env = _grading_env(work, out / ".cache", fast)
-    env["MIXLIB_RECORD"] = str(work / "record.jsonl")
+    env[RECORD_ENV] = str(work / "record.jsonl")
     log(f"{chapter}: the grader's own run of the chapter with the reference solutions ({'fast' if fast else 'full'} mode)")
     try:
-        _execute(nbformat.reads(nbformat.writes(reference), as_version=4), env, work, CELL_LIMIT * 5)
+        _execute(reference, env, work, CELL_LIMIT * 5)
     except GradeError as err:
         raise GradeError(f"{chapter}: {err}") from None
     records, models = {}, []
@@ -560,7 +558,7 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
             raise GradeError(f"{chapter}: the reference run never reached {label}'s check")
         ex = _EXERCISES[label]
         parts = [p.name for p in ex.parts]
-        lab, answer, data = check_call(student_nb.cells[i].source)
+        _, answer, data = check_call(student_nb.cells[i].source)
         spec = spec_for(label, answer, data, own_names(data), records[label])
         (tests / f"{label}.py").write_text(_test_file(label, parts, spec), encoding="utf-8")
         questions[label] = parts

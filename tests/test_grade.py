@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from mixlib import _edition, _grade
+from mixlib import _grade
 from mixlib.exercise import _grading, check_answer
 
 ROOT = Path(__file__).resolve().parent.parent
