@@ -145,26 +145,26 @@ def same_fingerprint(a: Any, b: Any, rtol: float = 1e-4) -> bool:
     return a == b
 
 
+def _append(env_name: str, entry: Any) -> None:
+    """Append ``entry`` as a JSON line to the file the environment variable ``env_name`` names (if it does)."""
+    path = os.environ.get(env_name)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry() if callable(entry) else entry, ensure_ascii=False) + "\n")
+
+
 def record(label: str, *, expected: Mapping[str, Any] | None, data: Mapping[str, Any]) -> None:
     """In the grader's own run of the chapter: append what a check computed to the file ``$MIXLIB_RECORD``."""
-    path = os.environ.get(RECORD_ENV)
-    if not path:
-        return
-    entry = {
+    _append(RECORD_ENV, lambda: {  # computed only when recording
         "label": label,
         "expected": None if expected is None else {k: encode(v) for k, v in expected.items()},
         "data": {k: fingerprint(v) for k, v in data.items()},
-    }
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    })
 
 
 def record_model(name: str, source: str) -> None:
     """In the grader's own run: note a model the chapter loaded (the grading command names it)."""
-    path = os.environ.get(RECORD_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"model": name, "source": source}, ensure_ascii=False) + "\n")
+    _append(RECORD_ENV, {"model": name, "source": source})
 
 
 def assert_part(spec: Mapping[str, Any], part: str, env: Mapping[str, Any]) -> None:
@@ -185,10 +185,7 @@ def assert_part(spec: Mapping[str, Any], part: str, env: Mapping[str, Any]) -> N
 
 
 def _score(label: str, part: str, passed: bool, message: str) -> None:
-    path = os.environ.get(SCORES_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"label": label, "part": part, "passed": passed, "message": message}, ensure_ascii=False) + "\n")
+    _append(SCORES_ENV, {"label": label, "part": part, "passed": passed, "message": message})
 
 
 def judge_part(spec: Mapping[str, Any], part: str, env: Mapping[str, Any]) -> None:
