@@ -186,6 +186,9 @@ class Row:
     problem: str = ""  #: for the lecturer's table (English, as the command's other messages)
     note: str = ""  #: for the student's feedback (Japanese)
     seconds: float = 0.0
+    #: the text of each written cell (an open-answer exercise's words; :func:`mixlib._assign.written_answers`),
+    #: '' where left as handed out; ``None`` when the file could not be read as this chapter's notebook
+    written: dict[str, str] | None = None
 
 
 def screen(path: Path, chapter: str) -> str:
@@ -598,6 +601,48 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
     return zip_path
 
 
+def open_statements(chapter: str, root: Path = ROOT) -> dict[str, str]:
+    """The chapter's open-answer exercises (``:class: open-answer``): label -> its statement, as the Colab edition
+    reads (roles become text and links)."""
+    from mixlib import _assign, _edition
+
+    nb = json.loads((root / "notebooks" / f"{chapter}.ipynb").read_text(encoding="utf-8"))
+    opens = _assign.open_exercises(nb)
+    if not opens:
+        return {}
+    book = _edition.read_book(root)
+    return {label: _edition.convert_markdown(text, f"notebooks/{chapter}", book) for label, text in opens.items()}
+
+
+def _fenced(text: str) -> str:
+    """``text`` in a fence longer than any run of backticks or tildes in it: shown as written, never as Markdown."""
+    longest = max((len(m) for m in re.findall(r"`+|~+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def write_written(rows: list[Row], opens: dict[str, str], out: Path) -> None:
+    """``open_answers/ex-NN-k.md``: an open-answer exercise's statement, then every submission's text for it."""
+    folder = out / "open_answers"
+    folder.mkdir(exist_ok=True)
+    for label, statement in opens.items():
+        lines = [f"# {label} の記述", "", "採点の対象ではない（点は自動採点の部分だけ）。提出された文をそのまま、提出ごとに並べた。", "",
+                 "## 問題", "", statement, ""]
+        for row in rows:
+            lines.append(f"## {row.name}")
+            lines.append("")
+            if row.written is None:
+                lines.append("（ノートブックとして読めなかった：grades.csv の problem を見る）")
+            elif label not in row.written:
+                lines.append("（記述のセルが見つからない：消されたか、見出し「記述 " + label + "」が書き換えられた）")
+            elif not row.written[label]:
+                lines.append("（未記入）")
+            else:
+                lines.append(_fenced(row.written[label]))
+            lines.append("")
+        (folder / f"{label}.md").write_text("\n".join(lines), encoding="utf-8")
+
+
 def _models_line(manifest: dict) -> str:
     mode = "fast mode (MIXLIB_FAST=1)" if manifest["fast"] else "full mode"
     models = ", ".join(manifest.get("models") or []) or "no pretrained model"
@@ -618,18 +663,22 @@ def _grading_requirements(root: Path) -> str:
 
 # -------------------------------------------------------------------------------------------- the batch
 
-def write_outputs(rows: list[Row], manifest: dict, out: Path) -> Path:
-    """``grades.csv`` and ``feedback/NAME.md``: points, totals and hints; never an expected value."""
+def write_outputs(rows: list[Row], manifest: dict, out: Path, opens: dict[str, str] | None = None) -> Path:
+    """``grades.csv`` and ``feedback/NAME.md``: points, totals and hints; never an expected value. With ``opens``
+    (the open-answer exercises), also ``open_answers/`` and a ``written`` column: how many were written."""
+    opens = opens or {}
     labels = list(manifest["questions"])
     full = {label: float(len(parts)) for label, parts in manifest["questions"].items()}
     csv_path = out / "grades.csv"
     tmp = out / ".grades.csv.tmp"
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
-        w.writerow(["submission", *labels, "total", "max", "seconds", "problem"])
+        w.writerow(["submission", *labels, "total", "max", "written", "seconds", "problem"])
         for row in rows:
+            written = sum(1 for k in opens if (row.written or {}).get(k))
             w.writerow([row.name, *(f"{row.points.get(k, 0):g}" for k in labels), f"{sum(row.points.values()):g}",
-                        f"{sum(full.values()):g}", f"{row.seconds:.1f}", row.problem])
+                        f"{sum(full.values()):g}", f"{written}/{len(opens)}" if opens else "", f"{row.seconds:.1f}",
+                        row.problem])
     tmp.replace(csv_path)
     feedback = out / "feedback"
     feedback.mkdir(exist_ok=True)
@@ -641,7 +690,13 @@ def write_outputs(rows: list[Row], manifest: dict, out: Path) -> Path:
         for label in labels:
             lines.append(f"- {label}：{row.points.get(label, 0):g} / {full[label]:g}")
             lines += [f"  - {m}" for m in row.messages.get(label, [])]
+            if label in opens:
+                said = (row.written or {}).get(label)
+                lines.append("  - 記述：提出された。先生が読む（点には入らない）" if said
+                             else "  - 記述：書かれていない（「記述」のセルに書く。点には入らないが、先生が読む）")
         (feedback / f"{_safe(row.name)}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if opens:
+        write_written(rows, opens, out)
     return csv_path
 
 
@@ -684,9 +739,13 @@ def grade(chapter: str, submissions: Path, out: Path, *, fast: bool = True, jobs
         done = list(pool.map(lambda item: grade_one(autograder, manifest, item[1], staged / "work" / _safe(item[0]),
                                                     out / ".cache", isolation=iso, cell_limit=cell_limit, run_limit=limit,
                                                     name=item[0]), todo))
+    from mixlib._assign import written_answers
+
+    for row in done:  # the written parts are read from the file as submitted, never run
+        row.written = written_answers(json.loads(row.path.read_bytes()))
     rows.extend(done)
     rows.sort(key=lambda r: r.name)
-    write_outputs(rows, manifest, staged)
+    write_outputs(rows, manifest, staged, open_statements(chapter))
     shutil.rmtree(batch, ignore_errors=True)  # this batch graded again: its new results replace its old ones
     staged.replace(batch)
     wall = time.monotonic() - t0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -95,6 +96,66 @@ def test_the_student_keeps_the_install_cell_every_exercise_and_every_check(path,
         return [c["source"] for c in notebook["cells"] if c["cell_type"] == "code"
                 and not "".join(c["source"]).startswith("#@title 本文（この実行の数で）")]
     assert code(nb) == code(colab)
+
+
+#: words that ask for an answer in words; an exercise that uses one must be marked open-answer, or say here why not
+ASKS_FOR_WORDS = re.compile(r"説明せよ|述べよ|示せ|なぜ|理由|考えよ|何が分かるか|言えるかを答えよ|どう変わるか|変わるか。|できるか。|比べて")
+#: exercises that use such a word but whose every answer is a value the check cell checks
+ALL_CHECKED = {
+    "ex-10-4": "「混ぜる割合はどう変わるか」: the layer and the difference, both checked, are the answer",
+    "ex-13-1": "「歌の文字数と比べて、1 トークンが平均何文字かも求めよ」: a value",
+}
+
+
+def _exercises(path: Path) -> dict[str, str]:
+    """label -> the exercise's MyST (options and statement), from the chapter's source."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    return {m.group(1): m.group(0) for m in re.finditer(r":::\{exercise\}\n:label: (ex-[\d-]+)\n.*?\n:::", text, re.S)}
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_an_exercise_that_asks_for_words_is_marked_open_answer(path):
+    for label, text in _exercises(path).items():
+        marked = "\n:class: open-answer\n" in text
+        asks = ASKS_FOR_WORDS.search(re.sub(r"^:.*$", "", text, flags=re.M))  # the statement, not its options
+        if label in ALL_CHECKED:
+            assert asks and not marked, f"{label}: ALL_CHECKED is stale"
+        elif asks and not marked:
+            pytest.fail(f"{label} asks {asks.group(0)!r} but is not marked ':class: open-answer' (tests/test_assign.py: ALL_CHECKED says why not)")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_each_open_exercise_has_one_written_cell_right_after_its_check(path, student):
+    nb = student[path.name]
+    opens = _assign.open_exercises(json.loads(path.read_text(encoding="utf-8")))
+    assert set(opens) == {label for label, text in _exercises(path).items() if ":class: open-answer" in text}
+    cells = nb["cells"]
+    written = [(i, c) for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+               and _assign.WRITTEN_HEADING.match("".join(c["source"]))]
+    assert [c["metadata"]["mixbook"]["written"] for _, c in written] == list(opens)
+    for i, cell in written:
+        label = cell["metadata"]["mixbook"]["written"]
+        before = "".join(cells[i - 1]["source"])
+        assert cells[i - 1]["cell_type"] == "code" and before.startswith(f"# 演習 {label} の自己チェック"), label
+    # as handed out, every written cell reads as unwritten; the student's words, and only they, are read back
+    assert _assign.written_answers(nb) == dict.fromkeys(opens, "")
+    if opens:
+        label = next(iter(opens))
+        edited = copy.deepcopy(nb)
+        cell = next(c for c in edited["cells"] if c.get("metadata", {}).get("mixbook", {}).get("written") == label)
+        cell["source"] = f"#### 記述 {label}\n\n向きが逆だから。\n\n$x$ の平均を引くと、共通の成分が消える。"
+        cell["metadata"] = {}  # metadata lost on the way: the heading is enough
+        assert _assign.written_answers(edited)[label] == "向きが逆だから。\n\n$x$ の平均を引くと、共通の成分が消える。"
+
+
+def test_written_answers_reads_a_damaged_notebook_without_failing():
+    assert _assign.written_answers({"cells": "x"}) == {}
+    assert _assign.written_answers([]) == {}
+    nb = {"cells": [{"cell_type": "markdown", "source": ["#### 記述 ex-01-2\n", "a"]},
+                    {"cell_type": "markdown", "source": "#### 記述 ex-01-2\nb"},  # a second cell: both kept
+                    {"cell_type": "markdown", "source": ["# 記述 ex-01-4"]}, 7, {"cell_type": "markdown", "source": [3]}]}
+    assert _assign.written_answers(nb) == {"ex-01-2": "a\n\nb", "ex-01-4": ""}
 
 
 def test_make_assign_writes_only_its_folder(tmp_path):

@@ -229,12 +229,36 @@ def test_the_table_and_the_feedback_say_points_and_hints_only(tmp_path):
     path = _grade.write_outputs(rows, manifest, tmp_path)
     with open(path, encoding="utf-8") as f:
         table = list(csv.reader(f))
-    assert table[0] == ["submission", "ex-00-1", "ex-00-2", "total", "max", "seconds", "problem"]
-    assert table[1] == ["b.ipynb", "1", "1", "2", "3", "3.2", ""]
-    assert table[2][3:5] == ["0", "3"] and table[2][6] == "not a notebook (.ipynb): a.txt"
+    assert table[0] == ["submission", "ex-00-1", "ex-00-2", "total", "max", "written", "seconds", "problem"]
+    assert table[1] == ["b.ipynb", "1", "1", "2", "3", "", "3.2", ""]
+    assert table[2][3:5] == ["0", "3"] and table[2][7] == "not a notebook (.ipynb): a.txt"
+    assert not (tmp_path / "open_answers").exists()  # chapter 0 has no open-answer exercise
     text = (tmp_path / "feedback" / "b.ipynb.md").read_text(encoding="utf-8")
     assert "合計 2 / 3 点" in text and "- ex-00-2：1 / 2\n  - 内積: 不正解 — ヒント：和" in text
     assert "採点の注意：採点できなかった" in (tmp_path / "feedback" / "a.txt.md").read_text(encoding="utf-8")
+
+
+def test_the_written_parts_are_collected_for_the_lecturer_as_written_and_never_scored(tmp_path):
+    opens = _grade.open_statements("01_vectors_cosine")
+    assert list(opens) == ["ex-01-2", "ex-01-4"] and "ベクトルの向きの言葉で説明せよ" in opens["ex-01-2"]
+    assert "{term}" not in "".join(opens.values())  # roles read as text, as in the Colab edition
+    manifest = {"chapter": "01_vectors_cosine", "questions": {"ex-01-2": ["a", "b"], "ex-01-4": [""]}}
+    tricky = "平均を引くと共通の成分が消える。\n```\n# not a heading\n```\n<script>x</script>"
+    rows = [_grade.Row("a.ipynb", None, {"ex-01-2": 2.0}, written={"ex-01-2": tricky, "ex-01-4": ""}),
+            _grade.Row("b.ipynb", None, {"ex-01-2": 1.0}, written={"ex-01-4": "二乗誤差を b で微分すると…"}),
+            _grade.Row("c.txt", None, {}, problem="not a notebook (.ipynb): c.txt")]
+    path = _grade.write_outputs(rows, manifest, tmp_path, opens)
+    with open(path, encoding="utf-8") as f:
+        table = {r["submission"]: r for r in csv.DictReader(f)}
+    assert [table[n]["written"] for n in ("a.ipynb", "b.ipynb", "c.txt")] == ["1/2", "1/2", "0/2"]
+    text = (tmp_path / "open_answers" / "ex-01-2.md").read_text(encoding="utf-8")
+    assert text.index("## 問題") < text.index("## a.ipynb") < text.index("## b.ipynb") < text.index("## c.txt")
+    assert "````text\n" + tricky + "\n````" in text  # in a fence longer than the student's own: shown as written
+    assert "（記述のセルが見つからない" in text.split("## b.ipynb")[1] and "読めなかった" in text.split("## c.txt")[1]
+    assert "（未記入）" in (tmp_path / "open_answers" / "ex-01-4.md").read_text(encoding="utf-8").split("## a.ipynb")[1]
+    feedback = (tmp_path / "feedback" / "a.ipynb.md").read_text(encoding="utf-8")
+    assert "記述：提出された。先生が読む（点には入らない）" in feedback and "記述：書かれていない" in feedback
+    assert "合計 2 / 3 点" in feedback  # the written parts add no points
 
 
 def test_the_autograder_test_file_is_otters_exception_format():

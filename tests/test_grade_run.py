@@ -35,6 +35,8 @@ CHAPTER, CHAPTER_10 = "00_environment", "10_mixing"
 # seconds alone, but four kernels share the two cores here (10 s was too few: the model's loading hit it)
 CELL_LIMIT = 30
 RUN_LIMIT = 120  # seconds a notebook of chapter 0 may take (a normal one takes 20-60 s here, beside the others)
+#: the student's words in chapter 10's written cell of ex-10-3 (an open-answer exercise): collected, not scored
+WRITTEN_10_3 = "重みが大きくても、混ぜた結果は小さいことが多い。地図だけで「よく混ぜる」とは読めない。"
 
 
 def _student(chapter: str):
@@ -112,6 +114,8 @@ def graded(tmp_path_factory):
     # exactly its own exercise's points
     mixed = _edit(_edit(_edit(solved10, "ex-10-2", after="ans_attnres = ans_attnres * 0.5"), "ex-10-3", before="while True:\n    pass"),
                   "ex-10-4", before="raise ValueError('mine')")
+    written = next(c for c in mixed.cells if c.source.startswith("#### 記述 ex-10-3"))
+    written.source = f"#### 記述 ex-10-3\n\n{WRITTEN_10_3}"
     nbformat.write(mixed, subs10 / "mixed.ipynb")
 
     out = tmp_path_factory.mktemp("grade")
@@ -202,6 +206,18 @@ def test_the_table_and_the_feedback(graded):
     for path in (folder / "feedback").glob("*.md"):
         assert word not in path.read_text(encoding="utf-8"), path.name
     print(f"\nchapter 0: {len(rows)} submissions in {seconds:.0f} s; chapter 10: 1 in {results[CHAPTER_10][1]:.0f} s (side by side)")
+
+
+def test_the_written_parts_are_collected_not_scored(graded):
+    _, out, _ = graded
+    folder = out / CHAPTER_10 / "class-a"
+    with open(folder / "grades.csv", encoding="utf-8") as f:
+        row = next(csv.DictReader(f))
+    assert row["written"] == "1/3" and row["total"] == "3"  # ex-10-1, 3, 6 are open; writing earns no point
+    assert WRITTEN_10_3 in (folder / "open_answers" / "ex-10-3.md").read_text(encoding="utf-8")
+    assert "（未記入）" in (folder / "open_answers" / "ex-10-1.md").read_text(encoding="utf-8")
+    assert sorted(p.name for p in (folder / "open_answers").iterdir()) == ["ex-10-1.md", "ex-10-3.md", "ex-10-6.md"]
+    assert not (out / CHAPTER / "class-a" / "open_answers").exists()
 
 
 def test_nothing_is_written_outside_the_output_folder(graded):
