@@ -38,13 +38,14 @@ PYTEST_ARGS ?= --durations=15
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help env vendor book colab fork assign grade-env autograder grade test-grade test test-paper test-colab test-py313 bench site-check clean clean-cache placeholders
+.PHONY: help env vendor book book-student colab fork assign grade-env autograder grade test-grade test test-paper test-colab test-py313 bench site-check clean clean-cache placeholders
 
 help:
 	@echo "make book        build the executed book into _build/html (creates .venv on first use)"
-	@echo "make colab       regenerate the Colab edition notebooks/colab/ from the chapters (commit it with them)"
+	@echo "make book-student the site without solutions (Colab buttons open the student edition) into $(STUDENT_SITE)/html, after make book"
+	@echo "make colab       regenerate the Colab and student editions, notebooks/colab/ and notebooks/student/, from the chapters (commit them)"
 	@echo "make fork URL=https://github.com/OWNER/NAME   point a fork at itself: every copy of the repository URL, the chapters' install cell, the Colab edition"
-	@echo "make assign      the student edition: every chapter as a Colab notebook without solutions, in _build/assign/student/"
+	@echo "make assign      the student edition: every chapter as a Colab notebook without solutions, in notebooks/student/ (OUT=dir: a copy there)"
 	@echo "make autograder CHAPTER=10   the chapter's otter-grader autograder zip, checked on the reference and the student edition"
 	@echo "make grade CHAPTER=10 SUBMISSIONS=folder-or-zip   grade submitted notebooks offline: grades.csv and feedback/"
 	@echo "make test        run pytest (unit tests + every notebook in fast mode)"
@@ -115,10 +116,25 @@ book: env vendor placeholders _build/.toc-stamp
 colab: env
 	$(PY) -m mixlib._edition
 
+# The site without solutions, for a course that shares the book before an assignment is due: the book's
+# configuration with sphinx-exercise's hide_solutions and the Colab buttons on the student edition (mixlib/_assign.py
+# site_config), built from the book's execution cache (run make book first, or every notebook executes here), then
+# checked: no solution on any page, every Colab button on the student edition (.ci/check_student_site.py).
+# GitHub Pages publishes it under student/ of the book's site (.github/workflows/pages.yml).
+STUDENT_SITE := _build/student/_build
+book-student: env vendor placeholders
+	@start=$$(date +%s); rc=0; rm -rf _build/student; \
+	$(PY) -m mixlib._assign --site-config _build/student/_config.yml && \
+	env -u MIXLIB_FAST MIXLIB_MIN_TEXT_PX=$(MIN_TEXT_PX) $(PY) .ci/build_book.py build . --config _build/student/_config.yml \
+	    --path-output _build/student --builder html -W --keep-going > _build/student/build.log 2>&1 || { rc=$$?; tail -30 _build/student/build.log; }; \
+	[ $$rc -ne 0 ] || $(PY) .ci/check_student_site.py $(STUDENT_SITE)/html --book _build/html || rc=$$?; \
+	echo "make book-student: $$(( $$(date +%s) - start )) s (exit $$rc; site: $(STUDENT_SITE)/html, log: _build/student/build.log)"; \
+	exit $$rc
+
 # The student edition (mixlib/_assign.py): the Colab edition of every chapter without its solutions, to hand out
 # as an assignment; tests/test_assign.py checks that no line of a solution or of a reference is in it.
 assign: env
-	$(PY) -m mixlib._assign
+	$(PY) -m mixlib._assign $(if $(OUT),--out "$(OUT)")
 
 # The grading machine's environment: the book's .venv (read through a .pth, never changed) plus otter-grader in a
 # venv of its own (`pip install -e .[grade]`). Otter is never installed where a student runs the book: on Colab it

@@ -7,8 +7,14 @@ install cell first, the chapter's text and code, each exercise's statement and i
 ``ans_… = None`` and one ``check_answer`` call, which never shows the expected value). The note under the title
 says that it is the student edition.
 
-    python -m mixlib._assign                 # writes _build/assign/student/NN_*.ipynb
-    python -m mixlib._assign --out DIR
+    python -m mixlib._assign                 # writes notebooks/student/NN_*.ipynb (as `make colab` does)
+    python -m mixlib._assign --out DIR       # the same notebooks into DIR (to upload to a course's LMS)
+
+The edition is committed in ``notebooks/student/`` beside the Colab edition (``make colab`` writes both, and
+``tests/test_edition.py`` fails when either is stale), so a lecturer can hand out a link that opens a chapter's
+student edition in Colab (:func:`mixlib._repo.colab_url` with ``STUDENT_EDITION_DIR``). Its links to other
+chapters open their student editions, and its links to the site go to the site without solutions
+(``make book-student``, published under ``student/``).
 
 An exercise that asks for words as well as values ("説明せよ", "なぜか", "示せ") is marked ``:class: open-answer``
 in the chapter. Its written part cannot be checked by code, so the student edition adds, right after the
@@ -23,16 +29,18 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import json
 import re
 import sys
 from pathlib import Path
 
 from mixlib import _edition
+from mixlib._repo import STUDENT_EDITION_DIR, colab_url
 from mixlib.exercise._cells import CHECK_HEADER
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = Path("_build") / "assign" / "student"
+OUT = Path(STUDENT_EDITION_DIR)
 
 #: added to the Colab edition's note under each chapter's title
 STUDENT_NOTE = ("> **学生版**　課題として配るための版で、演習の解答例を除いてある。答えは各演習の自己チェックのセルに書き、"
@@ -113,6 +121,33 @@ def _add_written_cells(out: dict, labels: list[str], doc: str) -> None:
         out["cells"].insert(at + 1, written_cell(label))
 
 
+def solutions_and_rest(nb: dict) -> tuple[list[str], str]:
+    """The bodies of a chapter's ``{solution}`` blocks, and the chapter's text without them."""
+    solutions, rest = [], []
+    for cell in nb["cells"]:
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] != "markdown":
+            rest.append(src)
+            continue
+        for is_directive, piece in _edition.segments(src):
+            m = _edition.DIRECTIVE_OPEN.match(piece.split("\n", 1)[0]) if is_directive else None
+            (solutions if m and m.group("name") == "solution" else rest).append(piece)
+    return solutions, "\n".join(rest)
+
+
+def own_lines(text: str, elsewhere: str) -> set[str]:
+    """Lines of ``text`` long enough to be telling (12 characters or more, not a fence or an option) that do not
+    occur in ``elsewhere``."""
+    lines = {line.strip() for line in text.split("\n")}
+    return {line for line in lines if len(line) >= 12 and not line.startswith(("```", ":::", ":")) and line not in elsewhere}
+
+
+def solution_lines(nb: dict) -> set[str]:
+    """The lines of a chapter's solutions that occur nowhere else in it: what must not reach a student."""
+    solutions, rest = solutions_and_rest(nb)
+    return {line for body in solutions for line in own_lines(body, rest)}
+
+
 def strip_solutions(markdown: str) -> str:
     """The cell's MyST without its ``{solution}`` directives (an exercise's statement stays)."""
     kept = []
@@ -126,6 +161,7 @@ def strip_solutions(markdown: str) -> str:
 
 def student_notebook(nb: dict, doc: str, book: _edition.Book) -> dict:
     """One chapter's student edition: its Colab edition, converted from the chapter without solutions."""
+    book = dataclasses.replace(book, student=True)  # its links go to the student edition and the student site
     source = copy.deepcopy(nb)
     for cell in source["cells"]:
         if cell["cell_type"] == "markdown":
@@ -145,9 +181,9 @@ def student_notebook(nb: dict, doc: str, book: _edition.Book) -> dict:
     return out
 
 
-def build(root: Path = ROOT) -> dict[str, str]:
+def build(root: Path = ROOT, book: _edition.Book | None = None) -> dict[str, str]:
     """Every chapter's student edition: file name -> the notebook's text."""
-    book = _edition.read_book(root)
+    book = book or _edition.read_book(root)
     out = {}
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
@@ -155,11 +191,43 @@ def build(root: Path = ROOT) -> dict[str, str]:
     return out
 
 
+#: the line at the top of every page of the site without solutions
+STUDENT_SITE_NOTE = "学生版のサイト：演習の解答例を除いてある。Colab のボタンは学生版のノートブックを開く。"
+
+
+def site_config(root: Path = ROOT) -> dict:
+    """The book's ``_config.yml`` for the site without solutions (``make book-student``): sphinx-exercise's
+    ``hide_solutions``, the Colab button to the student edition, a note on every page, published under
+    ``student/`` of the book's site. The executed notebooks come from the book's own execution cache."""
+    import yaml
+
+    from mixlib._repo import SITE_URL, STUDENT_SITE_DIR
+
+    config = yaml.safe_load((root / "_config.yml").read_text(encoding="utf-8"))
+    config["title"] = f"{config['title']}（学生版）"
+    config["execute"]["cache"] = str((root / config["execute"]["cache"]).resolve())
+    config["html"]["baseurl"] = f"{SITE_URL}{STUDENT_SITE_DIR}"
+    sphinx = config["sphinx"]["config"]
+    sphinx["hide_solutions"] = True
+    sphinx["mixbook_colab_folder"] = STUDENT_EDITION_DIR
+    sphinx["html_theme_options"] = {**sphinx.get("html_theme_options", {}), "announcement": STUDENT_SITE_NOTE}
+    return config
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mixlib._assign", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=None, help=f"the folder to write (default: {OUT} in the repository)")
+    ap.add_argument("--site-config", type=Path, default=None, metavar="FILE",
+                    help="write only the configuration of the site without solutions to FILE (make book-student)")
     ap.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.site_config is not None:
+        import yaml
+
+        args.site_config.parent.mkdir(parents=True, exist_ok=True)
+        args.site_config.write_text(yaml.safe_dump(site_config(args.root), allow_unicode=True, sort_keys=False), encoding="utf-8")
+        print(f"{args.site_config}: the book's configuration with hide_solutions, for the site without solutions")
+        return 0
     try:
         files = build(args.root)
     except _edition.EditionError as err:
@@ -167,14 +235,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     folder = args.out if args.out is not None else args.root / OUT
     folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("*.ipynb"):
-        if old.name not in files:
-            old.unlink()
+    if args.out is None:  # the repository's folder: a chapter removed from the book leaves it (--out DIR: nothing removed)
+        for old in folder.glob("*.ipynb"):
+            if old.name not in files:
+                old.unlink()
     for name, text in files.items():
         tmp = folder / f".{name}.tmp"
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(folder / name)
     print(f"{folder}: {len(files)} student notebooks (the Colab edition without solutions)")
+    if args.out is None:
+        first = next(iter(files))
+        print(f"once committed and pushed, each opens in Colab at a link such as {colab_url(first, STUDENT_EDITION_DIR)}")
     return 0
 
 

@@ -36,7 +36,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._repo import COLAB_EDITION_DIR, INSTALL_CELL, INSTALL_TITLE, SITE_URL, colab_url
+from ._repo import (COLAB_EDITION_DIR, INSTALL_CELL, INSTALL_TITLE, SITE_URL, STUDENT_EDITION_DIR, STUDENT_SITE_DIR,
+                    colab_url)
 from .glue import PLACEHOLDER
 
 __all__ = ["Book", "EditionError", "read_book", "convert_markdown", "convert_notebook", "build", "main",
@@ -91,6 +92,13 @@ class Book:
     cites: dict[str, str]
     #: label ("ex-08-6", "ch10-token-maps") -> (docname, how a reference to it reads)
     labels: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: converting for the student edition (:mod:`mixlib._assign`): links go to the student edition and the site
+    #: without solutions, never to a page that shows one
+    student: bool = False
+
+    @property
+    def colab_folder(self) -> str:
+        return STUDENT_EDITION_DIR if self.student else COLAB_EDITION_DIR
 
 
 def _markdown_cells(nb: dict) -> list[str]:
@@ -168,9 +176,10 @@ def read_book(root: Path = ROOT) -> Book:
 # -- MyST -> CommonMark ------------------------------------------------------------------------------------------
 
 
-def site_url(doc: str, anchor: str = "") -> str:
-    """The site's page for a docname (``book/glossary`` → ``…/book/glossary.html``)."""
-    return f"{SITE_URL}{doc}.html" + (f"#{anchor}" if anchor else "")
+def site_url(doc: str, anchor: str = "", student: bool = False) -> str:
+    """The site's page for a docname (``book/glossary`` → ``…/book/glossary.html``); with ``student``, the page of
+    the site without solutions (``make book-student``, published under ``student/``)."""
+    return f"{SITE_URL}{STUDENT_SITE_DIR if student else ''}{doc}.html" + (f"#{anchor}" if anchor else "")
 
 
 def _doc_link(target: str, doc: str, book: Book) -> str:
@@ -179,8 +188,8 @@ def _doc_link(target: str, doc: str, book: Book) -> str:
     if name not in book.titles:
         raise EditionError(f"{{doc}}`{target}` in {doc}: no such page")
     if name.startswith("notebooks/"):
-        return f"[{book.titles[name]}]({colab_url(Path(name).name + '.ipynb')})"
-    return f"[{book.titles[name]}]({site_url(name)})"
+        return f"[{book.titles[name]}]({colab_url(Path(name).name + '.ipynb', book.colab_folder)})"
+    return f"[{book.titles[name]}]({site_url(name, student=book.student)})"
 
 
 def _surname(who: str) -> str:
@@ -200,13 +209,13 @@ def _role(name: str, content: str, doc: str, book: Book, before: str = "") -> st
         shown, term = (m.group(1), m.group(2)) if m else (content, content)
         if term not in book.terms:
             raise EditionError(f"{doc}: {{term}}`{content}`: not in book/glossary.md")
-        return f"[{shown}]({site_url('book/glossary', book.terms[term])})"
+        return f"[{shown}]({site_url('book/glossary', book.terms[term], book.student)})"
     if name == "cite":
         keys = [k.strip() for k in content.split(",")]
         unknown = [k for k in keys if k not in book.cites]
         if unknown:
             raise EditionError(f"{doc}: {{cite}}`{content}`: {unknown} not in book/references.bib")
-        refs = site_url("book/references")
+        refs = site_url("book/references", student=book.student)
         if len(keys) == 1:  # 小林ら {cite}`kobayashi2021nlp`: the prose names the authors, the citation adds the year
             who, _, year = book.cites[keys[0]].rpartition(" ")
             if _surname(who) in before[-12:] and year.isdigit():
@@ -222,7 +231,7 @@ def _role(name: str, content: str, doc: str, book: Book, before: str = "") -> st
         if where == doc:
             return reads
         chapter = int(Path(where).name[:2])
-        return f"[第 {chapter} 章]({colab_url(Path(where).name + '.ipynb')})の{reads}"
+        return f"[第 {chapter} 章]({colab_url(Path(where).name + '.ipynb', book.colab_folder)})の{reads}"
     raise EditionError(f"{doc}: the role {{{name}}} has no Colab form")
 
 
@@ -516,7 +525,7 @@ def convert_notebook(nb: dict, doc: str, book: Book) -> dict:
                 has_prose = True
             else:
                 cells.append(_md_cell(block, _cell_id(cid, n)))
-    note = EDITION_NOTE.format(site=site_url(doc), prose=PROSE_NOTE if has_prose else "")
+    note = EDITION_NOTE.format(site=site_url(doc, student=book.student), prose=PROSE_NOTE if has_prose else "")
     for cell in cells:  # the title's cell: markdown, or a prose cell when the first paragraph shows a value
         src = cell["source"]
         cell["source"] = src.replace(_NOTE_HERE, note) if isinstance(src, str) else [line.replace(_NOTE_HERE, note) for line in src]
@@ -533,19 +542,25 @@ def _dump(nb: dict) -> str:
     return json.dumps(nb, ensure_ascii=False, indent=1, sort_keys=True) + "\n"
 
 
-def build(root: Path = ROOT) -> dict[Path, str]:
-    """Every chapter's Colab edition: path under ``notebooks/colab/`` → the file's text."""
+def build(root: Path = ROOT, *, student: bool = True) -> dict[Path, str]:
+    """Every chapter's Colab edition: path under ``notebooks/colab/`` → the file's text; with ``student``, the
+    student edition too (:mod:`mixlib._assign`), under ``notebooks/student/``."""
     book = read_book(root)
     out = {}
     for path in sorted((root / "notebooks").glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
         out[root / COLAB_EDITION_DIR / path.name] = _dump(convert_notebook(nb, f"notebooks/{path.stem}", book))
+    if student:
+        from mixlib import _assign
+
+        out.update({root / STUDENT_EDITION_DIR / name: text for name, text in _assign.build(root, book).items()})
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m mixlib._edition", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if notebooks/colab/ is not what the chapters give")
+    ap.add_argument("--check", action="store_true",
+                    help="write nothing; exit 1 if notebooks/colab/ or notebooks/student/ is not what the chapters give")
     ap.add_argument("--root", type=Path, default=ROOT, help="the book's repository (default: this one)")
     args = ap.parse_args(argv)
     try:
@@ -553,19 +568,23 @@ def main(argv: list[str] | None = None) -> int:
     except EditionError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    folder = args.root / COLAB_EDITION_DIR
-    stale = sorted(p for p in folder.glob("*.ipynb") if p not in files) if folder.is_dir() else []
+    folders = [args.root / COLAB_EDITION_DIR, args.root / STUDENT_EDITION_DIR]
+    stale = sorted(p for folder in folders if folder.is_dir() for p in folder.glob("*.ipynb") if p not in files)
     differ = [p for p, text in files.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
     if args.check:
         for p in differ + stale:
             print(f"{p.relative_to(args.root)} is not what `make colab` writes from the chapters", file=sys.stderr)
         return 1 if differ or stale else 0
-    folder.mkdir(parents=True, exist_ok=True)
+    for folder in folders:
+        folder.mkdir(parents=True, exist_ok=True)
     for p in stale:
         p.unlink()
     for p in differ:
         p.write_text(files[p], encoding="utf-8")
-    print(f"notebooks/colab/: {len(files)} notebooks, {len(differ)} rewritten, {len(stale)} removed")
+    for folder in folders:
+        mine = [p for p in files if p.parent == folder]
+        print(f"{folder.relative_to(args.root)}/: {len(mine)} notebooks, {sum(p in differ for p in mine)} rewritten, "
+              f"{sum(p.parent == folder for p in stale)} removed")
     return 0
 
 
@@ -574,17 +593,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def launch_to_edition(app, pagename: str, templatename: str, context: dict, doctree) -> None:  # noqa: ARG001
     """Point a chapter page's Colab launch button at the chapter's Colab edition (sphinx-book-theme builds it for
-    the source in ``notebooks/``, which Colab cannot render)."""
+    the source in ``notebooks/``, which Colab cannot render); on the site without solutions (Sphinx's
+    ``mixbook_colab_folder`` set to ``notebooks/student``), at its student edition."""
     if not pagename.startswith("notebooks/"):
         return
     for group in context.get("header_buttons", []):
         for button in group.get("buttons", []) if group.get("label") == "launch-buttons" else []:
             if button.get("text") == "Colab":
-                button["url"] = colab_url(f"{Path(pagename).name}.ipynb")
+                button["url"] = colab_url(f"{Path(pagename).name}.ipynb", app.config.mixbook_colab_folder)
 
 
 def setup(app) -> dict:
-    """Sphinx extension (``_config.yml``): the launch button opens the Colab edition."""
+    """Sphinx extension (``_config.yml``): the launch button opens the Colab edition (or the student edition)."""
+    app.add_config_value("mixbook_colab_folder", COLAB_EDITION_DIR, "html", types=[str])
     app.connect("html-page-context", launch_to_edition, priority=600)  # after sphinx-book-theme's buttons (501)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 

@@ -11,7 +11,7 @@ the Colab edition. ``tests/test_colab_cell.py`` runs the cell as Colab would.
 from __future__ import annotations
 
 __all__ = ["REPO_URL", "REPO_BRANCH", "REPO_URL_ENV", "REPO_DIR_ENV", "COLAB_DIR", "INSTALL_CELL", "INSTALL_TITLE", "SITE_URL",
-           "COLAB_EDITION_DIR", "colab_url"]
+           "COLAB_EDITION_DIR", "STUDENT_EDITION_DIR", "STUDENT_SITE_DIR", "colab_url"]
 
 #: The public repository of the book (clone URL without ``.git``).
 REPO_URL = "https://github.com/nlp-course-ja/mixbook"
@@ -22,6 +22,11 @@ REPO_BRANCH = "main"
 SITE_URL = "https://nlp-course-ja.github.io/mixbook/"
 #: The Colab edition of the chapters (``python -m mixlib._edition`` writes it): what Colab opens.
 COLAB_EDITION_DIR = "notebooks/colab"
+#: Where the student edition lives (:mod:`mixlib._assign`): the Colab edition without solutions, committed like it,
+#: so that a lecturer can hand out a Colab link to it (``colab_url(name, STUDENT_EDITION_DIR)``).
+STUDENT_EDITION_DIR = "notebooks/student"
+#: Where the site without solutions (``make book-student``) is published, under :data:`SITE_URL`.
+STUDENT_SITE_DIR = "student/"
 #: Environment variable that replaces :data:`REPO_URL` in the install cell (a fork, a mirror, a local clone).
 REPO_URL_ENV = "MIXBOOK_REPO_URL"
 #: Environment variable that replaces :data:`COLAB_DIR`, where the install cell puts the clone.
@@ -96,7 +101,7 @@ if "google.colab" in sys.modules:
         sys.path.insert(0, REPO_DIR)"""
 
 
-def colab_url(notebook: str) -> str:
+def colab_url(notebook: str, folder: str = COLAB_EDITION_DIR) -> str:
     """The Colab link that opens a chapter's Colab edition (``notebooks/colab/<notebook>``) from the repository.
 
     Colab renders no MyST, so it opens the edition generated from the chapter (:mod:`mixlib._edition`), not the
@@ -106,6 +111,8 @@ def colab_url(notebook: str) -> str:
     ----------
     notebook : str
         The chapter's file name, e.g. ``"10_mixing.ipynb"``.
+    folder : str
+        :data:`COLAB_EDITION_DIR` (the default), or :data:`STUDENT_EDITION_DIR` for the student edition.
 
     Returns
     -------
@@ -118,5 +125,7 @@ def colab_url(notebook: str) -> str:
     """
     if not notebook.endswith(".ipynb") or "/" in notebook:
         raise ValueError(f"notebook={notebook!r}: expected a chapter's file name ending in .ipynb, e.g. '10_mixing.ipynb'.")
+    if folder not in (COLAB_EDITION_DIR, STUDENT_EDITION_DIR):
+        raise ValueError(f"folder={folder!r}: expected {COLAB_EDITION_DIR!r} or {STUDENT_EDITION_DIR!r}.")
     owner_repo = REPO_URL.removeprefix("https://github.com/")
-    return f"https://colab.research.google.com/github/{owner_repo}/blob/{REPO_BRANCH}/{COLAB_EDITION_DIR}/{notebook}"
+    return f"https://colab.research.google.com/github/{owner_repo}/blob/{REPO_BRANCH}/{folder}/{notebook}"

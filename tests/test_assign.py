@@ -28,24 +28,10 @@ def _text(nb: dict) -> str:
 
 
 def _solutions_and_rest(path: Path) -> tuple[list[str], str]:
-    """The bodies of the chapter's {solution} blocks, and the chapter's text without them."""
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    solutions, rest = [], []
-    for cell in nb["cells"]:
-        src = "".join(cell["source"])
-        if cell["cell_type"] != "markdown":
-            rest.append(src)
-            continue
-        for is_directive, piece in _edition.segments(src):
-            m = _edition.DIRECTIVE_OPEN.match(piece.split("\n", 1)[0]) if is_directive else None
-            (solutions if m and m.group("name") == "solution" else rest).append(piece)
-    return solutions, "\n".join(rest)
+    return _assign.solutions_and_rest(json.loads(path.read_text(encoding="utf-8")))
 
 
-def _own_lines(text: str, elsewhere: str) -> set[str]:
-    """Lines of ``text`` long enough to be telling that do not occur in ``elsewhere``."""
-    lines = {line.strip() for line in text.split("\n")}
-    return {line for line in lines if len(line) >= 12 and not line.startswith(("```", ":::", ":")) and line not in elsewhere}
+_own_lines = _assign.own_lines
 
 
 def test_every_chapter_has_a_student_edition(student):
@@ -163,8 +149,8 @@ def test_make_assign_writes_only_its_folder(tmp_path):
     out.mkdir()
     (out / "99_old.ipynb").write_text("{}", encoding="utf-8")
     (out / "notes.txt").write_text("the lecturer's", encoding="utf-8")
-    assert _assign.main(["--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == sorted([p.name for p in CHAPTERS] + ["notes.txt"])
+    assert _assign.main(["--out", str(out)]) == 0  # a folder of the lecturer's: what was there stays
+    assert sorted(p.name for p in out.iterdir()) == sorted([p.name for p in CHAPTERS] + ["99_old.ipynb", "notes.txt"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["student"]
 
 
@@ -204,3 +190,62 @@ def test_a_chapter_the_edition_cannot_convert_is_one_line_and_nothing_is_written
     assert _assign.main(["--out", str(tmp_path / "student")]) == 2
     assert capsys.readouterr().err == "error: notebooks/10_mixing, cell 3: the directive {figure} has no Colab form\n"
     assert not (tmp_path / "student").exists()
+
+
+# -------------------------------------------------------------------------------- the site without solutions
+
+def test_the_student_site_is_the_book_with_solutions_hidden_and_colab_on_the_student_edition(tmp_path):
+    import yaml
+
+    from mixlib._repo import SITE_URL, STUDENT_EDITION_DIR, STUDENT_SITE_DIR
+
+    assert _assign.main(["--site-config", str(tmp_path / "site" / "_config.yml")]) == 0
+    config = yaml.safe_load((tmp_path / "site" / "_config.yml").read_text(encoding="utf-8"))
+    book = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    sphinx, book_sphinx = config["sphinx"]["config"], book["sphinx"]["config"]
+    assert sphinx["hide_solutions"] is True and "hide_solutions" not in book_sphinx
+    assert sphinx["mixbook_colab_folder"] == STUDENT_EDITION_DIR
+    assert sphinx["html_theme_options"]["announcement"] == _assign.STUDENT_SITE_NOTE
+    assert config["html"]["baseurl"] == f"{SITE_URL}{STUDENT_SITE_DIR}"
+    assert Path(config["execute"]["cache"]) == (ROOT / book["execute"]["cache"]).resolve()  # the book's executions
+    assert config["title"].startswith(book["title"]) and config["title"].endswith("（学生版）")
+    # the rest is the book's own: the same extensions, parsing, exclusions, execution settings
+    assert sphinx["extensions"] == book_sphinx["extensions"]
+    assert {k: v for k, v in config.items() if k not in ("title", "execute", "html", "sphinx")} == \
+           {k: v for k, v in book.items() if k not in ("title", "execute", "html", "sphinx")}
+    assert {**config["execute"], "cache": None} == {**book["execute"], "cache": None}
+
+
+def _check_student_site():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_student_site", ROOT / ".ci" / "check_student_site.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_student_site_check_finds_a_solution_a_colab_edition_link_and_a_missing_note(tmp_path):
+    from mixlib._repo import STUDENT_EDITION_DIR, colab_url
+
+    check = _check_student_site()
+    chapters = [p for p in CHAPTERS if re.match(r"\d\d_", p.name)]
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "index.html").write_text(f"<p>{_assign.STUDENT_SITE_NOTE}</p>", encoding="utf-8")
+    for path in chapters:
+        page = f'<p>{_assign.STUDENT_SITE_NOTE}</p><a href="{colab_url(path.name, STUDENT_EDITION_DIR)}">Colab</a>'
+        (tmp_path / "notebooks" / f"{path.stem}.html").write_text(page, encoding="utf-8")
+    assert check.check(tmp_path, None) == []
+    line = sorted(l for l in _assign.solution_lines(json.loads(chapters[1].read_text(encoding="utf-8"))) if "=" in l)[0]
+    leaky = tmp_path / "notebooks" / f"{chapters[1].stem}.html"
+    leaky.write_text(leaky.read_text(encoding="utf-8") + f'<pre><span class="n">{line.replace("<", "&lt;")}</span></pre>'
+                     f'<div class="solution dropdown admonition"></div><a href="{colab_url(chapters[1].name)}">x</a>',
+                     encoding="utf-8")
+    (tmp_path / "notebooks" / f"{chapters[2].stem}.html").write_text("<p>no note, no button</p>", encoding="utf-8")
+    problems = check.check(tmp_path, None)
+    assert len(problems) == 5, problems
+    assert any("solution class" in p for p in problems) and any("1 solution lines" in p for p in problems)
+    assert any("links to the Colab edition" in p for p in problems) and any("no note" in p for p in problems)
+    assert any(chapters[2].stem in p and "does not open the student edition" in p for p in problems)
+    # the search must find the solutions on the site with them, or it is broken
+    assert any("it is broken" in p for p in check.check(tmp_path, tmp_path / "empty"))

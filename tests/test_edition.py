@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mixlib import _edition as edition
-from mixlib._repo import COLAB_EDITION_DIR, INSTALL_CELL, SITE_URL, colab_url
+from mixlib._repo import COLAB_EDITION_DIR, INSTALL_CELL, SITE_URL, STUDENT_EDITION_DIR, colab_url
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -59,12 +59,16 @@ def _markdowns(nb: dict) -> list[str]:
 
 
 def test_edition_is_what_the_chapters_give():
-    """Regenerate and compare: a chapter changed without `make colab` fails here, naming the file."""
+    """Regenerate and compare: a chapter changed without `make colab` fails here, naming the file. Both editions:
+    the Colab edition and the student edition (notebooks/student/, :mod:`mixlib._assign`)."""
     files = edition.build(ROOT)
-    assert sorted(p.name for p in files) == [p.name for p in SOURCES]
-    stale = [p.name for p, text in files.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
-    extra = sorted({p.name for p in EDITION.glob("*.ipynb")} - {p.name for p in SOURCES})
-    assert not stale and not extra, f"notebooks/colab/ is out of date ({stale or extra}): run `make colab` and commit"
+    for folder in (EDITION, ROOT / STUDENT_EDITION_DIR):
+        assert sorted(p.name for p in files if p.parent == folder) == [p.name for p in SOURCES]
+        stale = [p.name for p, text in files.items() if p.parent == folder
+                 and (not p.is_file() or p.read_text(encoding="utf-8") != text)]
+        extra = sorted({p.name for p in folder.glob("*.ipynb")} - {p.name for p in SOURCES})
+        where = folder.relative_to(ROOT)
+        assert not stale and not extra, f"{where}/ is out of date ({stale or extra}): run `make colab` and commit"
 
 
 def test_check_command_names_a_stale_file(tmp_path):

@@ -87,6 +87,9 @@ def test_colab_url_rejects_paths():
         colab_url("notebooks/00_environment.ipynb")
     with pytest.raises(ValueError, match="ending in .ipynb"):
         colab_url("00_environment.md")
+    assert colab_url("00_environment.ipynb", "notebooks/student").endswith("/blob/main/notebooks/student/00_environment.ipynb")
+    with pytest.raises(ValueError, match="expected 'notebooks/colab' or 'notebooks/student'"):
+        colab_url("00_environment.ipynb", "notebooks")
 
 
 # -- requirements ---------------------------------------------------------------
