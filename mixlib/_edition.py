@@ -22,7 +22,7 @@ compares; ``tests/test_notebooks.py`` runs it. Nothing here is needed on Colab i
 
 Usage::
 
-    python -m mixlib._edition            # write notebooks/colab/
+    python -m mixlib._edition            # write notebooks/colab/ (and the student edition, notebooks/student/)
     python -m mixlib._edition --check    # exit 1 and name the files that differ from what would be written
 """
 
