@@ -180,7 +180,7 @@ fork: env
 
 test: env
 	@start=$$(date +%s); \
-	if [ "$(PYTEST_WORKERS)" = "0" ]; then xdist=""; else xdist="-n $(PYTEST_WORKERS)"; fi; \
+	if [ "$(PYTEST_WORKERS)" = "0" ]; then xdist=""; else xdist="-n $(PYTEST_WORKERS) --dist worksteal"; fi; \
 	rc=0; $(PY) -m pytest $$xdist $(PYTEST_ARGS) || rc=$$?; \
 	echo "make test: $$(( $$(date +%s) - start )) s (exit $$rc)"; \
 	exit $$rc
@@ -193,7 +193,7 @@ test: env
 test-paper: env
 	@start=$$(date +%s); \
 	standin_env=$$($(PY) tests/standin.py --print-env); eval "$$standin_env"; export MIXLIB_TEST_PAPER=1; \
-	if [ "$(PYTEST_WORKERS)" = "0" ]; then xdist=""; else xdist="-n $(PYTEST_WORKERS)"; fi; \
+	if [ "$(PYTEST_WORKERS)" = "0" ]; then xdist=""; else xdist="-n $(PYTEST_WORKERS) --dist worksteal"; fi; \
 	rc=0; $(PY) -m pytest $$xdist $(PYTEST_ARGS) tests/test_standin.py tests/test_notebooks.py::test_notebook_runs_in_fast_mode || rc=$$?; \
 	echo "make test-paper: $$(( $$(date +%s) - start )) s (exit $$rc; model: $$MIXLIB_MODEL stand-in in $$HF_HOME)"; \
 	exit $$rc

@@ -54,6 +54,17 @@ if torch is None:
             report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {NO_TORCH}")
 
 
+#: test modules with the longest tests (a Ray cluster, a notebook's run, the Japanese stand-in), run first: with
+#: pytest-xdist's work stealing (``make test``: ``--dist worksteal``) a worker that runs out steals the other's
+#: pending tests, so the run ends with short tests on both workers, not one long test running alone
+LONG_FIRST = ("test_stream_ray.py", "test_notebooks.py", "test_japanese.py", "test_colab_cell.py", "test_assign.py")
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ARG001
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))  # stable: a module's tests stay together
+
+
 @pytest.fixture
 def strict_japanese_font():
     """The book's font set-up (``plots.setup()``); a glyph the font lacks (e.g. ⊙, ⟨) fails the test
