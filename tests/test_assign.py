@@ -231,7 +231,8 @@ def test_the_student_site_check_finds_a_solution_a_colab_edition_link_and_a_miss
     check = _check_student_site()
     chapters = [p for p in CHAPTERS if re.match(r"\d\d_", p.name)]
     (tmp_path / "notebooks").mkdir()
-    (tmp_path / "index.html").write_text(f"<p>{_assign.STUDENT_SITE_NOTE}</p>", encoding="utf-8")
+    (tmp_path / "index.html").write_text('<meta http-equiv="Refresh" content="0; url=book/intro.html" />', encoding="utf-8")
+    (tmp_path / "guide.html").write_text(f"<p>{_assign.STUDENT_SITE_NOTE}</p><pre>{colab_url('10_mixing.ipynb')}</pre>", encoding="utf-8")
     for path in chapters:
         page = f'<p>{_assign.STUDENT_SITE_NOTE}</p><a href="{colab_url(path.name, STUDENT_EDITION_DIR)}">Colab</a>'
         (tmp_path / "notebooks" / f"{path.stem}.html").write_text(page, encoding="utf-8")
