@@ -43,9 +43,11 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = Path(STUDENT_EDITION_DIR)
 
 #: added to the Colab edition's note under each chapter's title
-STUDENT_NOTE = ("> **学生版**　課題として配るための版で、演習の解答例を除いてある。答えは各演習の自己チェックのセルに書き、"
-                "実行して確かめる（正解の値は表示されない）。採点ではノートブックを上から実行し直すので、答えは数や語を"
-                "書き写さず、コードで計算して入れる。説明や理由を求める演習には、自己チェックのセルの下に「記述」のセルがあるので、そこに書く。提出するときは「ファイル」→「ダウンロード」→「.ipynb をダウンロード」。")
+STUDENT_NOTE = ("> **学生版**　課題として配るための版で、演習の解答例を除いてある。最初に「ファイル」→「ドライブにコピーを保存」し、"
+                "そのコピーで解く（GitHub から開いたままでは、書いたものが保存されない）。答えは各演習の自己チェックのセルに書き、"
+                "実行して確かめる（正解の値は表示されない）。採点ではノートブックを上から実行し直すので、実行で決まる数や語"
+                "（モデルやデータから計算する値）は書き写さず、コードで計算して入れる。説明や理由を求める演習には、自己チェックのセルの下に"
+                "「記述」のセルがあるので、そこに書く。提出するときは「ファイル」→「ダウンロード」→「.ipynb をダウンロード」で保存し、授業の指示どおりに提出する。")
 
 
 #: the class that marks an exercise with a written part (``:class: open-answer`` under its ``:label:``)
@@ -53,8 +55,9 @@ OPEN_CLASS = "open-answer"
 #: the first line of the cell for an exercise's written part; the grader finds the cell by it (metadata can be lost)
 WRITTEN_HEADING = re.compile(r"^#{1,6}[ \t]*記述[ \t]+(ex-\d\d-\d+)[ \t]*$", re.M)
 #: what the written cell says before the student writes (both lines are dropped when the text is collected)
-WRITTEN_HINT = ("*この演習の、言葉で答える部分（説明・理由・判断）は自己チェックでは確かめられない。"
-                "このセルをダブルクリックして、下の行を自分の答えに書き換える。採点では先生が読む（点には入らない）。*")
+WRITTEN_HINT = ("*この演習のうち自己チェックで確かめない部分（説明・理由・判断や、式・比べた数）は、このセルに書く。"
+                "ダブルクリックして、下の行を自分の答えに書き換える（見出しの行は消さない。別のセルに書いた文は集められない）。"
+                "採点では先生が読む（自動採点の点には入らない）。*")
 WRITTEN_PLACEHOLDER = "（ここに書く）"
 
 

@@ -251,18 +251,25 @@ def collect(source: Path, inbox: Path) -> list[tuple[str, Path]]:
         files, taken = [], set()
         with zipfile.ZipFile(source) as zf:
             for info in zf.infolist():
-                name = Path(info.filename).name
-                if info.is_dir() or not name or name.startswith(".") or "__MACOSX" in info.filename:
+                # the zip's path names the submission (an LMS export may name the student by a folder:
+                # alice/10_mixing.ipynb), as a folder's relative path does; the file is extracted under a name of
+                # its own, never by its path, so nothing leaves the inbox
+                parts = [p for p in info.filename.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+                if info.is_dir() or not parts or any(p.startswith(".") for p in parts) or "__MACOSX" in parts:
                     continue
-                stem, suffix, k = Path(name).stem, Path(name).suffix, 1
-                while name in taken:  # the same name in two folders of the zip
-                    name = f"{stem}-{k}{suffix}"
+                name, k = "/".join(parts), 1
+                while name in taken:  # the same path twice in the zip
+                    name = f"{'/'.join(parts[:-1] + [Path(parts[-1]).stem])}-{k}{Path(parts[-1]).suffix}"
                     k += 1
                 taken.add(name)
-                with zf.open(info) as src, open(inbox / name, "wb") as dst:
+                target, k = inbox / _safe(name), 1
+                while target.exists():  # two paths that read the same as one file name
+                    target = inbox / f"{Path(_safe(name)).stem}-{k}{Path(_safe(name)).suffix}"
+                    k += 1
+                with zf.open(info) as src, open(target, "wb") as dst:
                     while dst.tell() <= MAX_BYTES and (chunk := src.read(2**20)):
                         dst.write(chunk)
-                files.append((name, inbox / name))
+                files.append((name, target))
     else:
         raise GradeError(f"SUBMISSIONS={source} is neither a folder nor a zip file")
     if not files:
@@ -302,6 +309,11 @@ def _loopback_up() -> None:
 
 def _grading_env(work: Path, cache: Path, fast: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in (RECORD_ENV, SCORES_ENV)}
+    # HOME and XDG_CACHE_HOME are the grading's own; the models stay where this machine keeps them (a model fetched
+    # beforehand with `hf download` is found there, offline)
+    from huggingface_hub import constants
+
+    env.setdefault("HF_HUB_CACHE", constants.HF_HUB_CACHE)
     tmp = work / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     env.update(TMPDIR=str(tmp), HOME=str(work), XDG_CACHE_HOME=str(cache), MPLCONFIGDIR=str(cache / "matplotlib"),
@@ -512,7 +524,8 @@ def _execute(nb: dict, env: dict[str, str], cwd: Path, cell_limit: int) -> None:
                          f"({what.splitlines()[0][:200]}); it must run here before its submissions can be graded") from None
 
 
-def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, log=print) -> Path:
+def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, cell_limit: int = CELL_LIMIT,
+                     log=print) -> Path:
     """Write ``out/autograder.zip`` and ``out/manifest.json`` for ``chapter`` (kept when up to date)."""
     import nbformat
 
@@ -544,7 +557,7 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
     env[RECORD_ENV] = str(work / "record.jsonl")
     log(f"{chapter}: the grader's own run of the chapter with the reference solutions ({'fast' if fast else 'full'} mode)")
     try:
-        _execute(reference, env, work, CELL_LIMIT * 5)
+        _execute(reference, env, work, cell_limit * 5)
     except GradeError as err:
         raise GradeError(f"{chapter}: {err}") from None
     records, models = {}, []
@@ -585,7 +598,7 @@ def build_autograder(chapter: str, out: Path, *, fast: bool, root: Path = ROOT, 
     checks_to_run = (("reference", work / "reference.ipynb", True), ("student", work / "student.ipynb", False))
     with ThreadPoolExecutor(2) as pool:  # the two runs side by side
         rows = list(pool.map(lambda c: grade_one(tmp_zip, manifest, c[1], work / f"check-{c[0]}", out / ".cache", isolation=iso,
-                                                 cell_limit=CELL_LIMIT, run_limit=run_limit), checks_to_run))
+                                                 cell_limit=cell_limit, run_limit=run_limit), checks_to_run))
     for (name, _, want_full), row in zip(checks_to_run, rows):
         total, full = sum(row.points.values()), sum(len(p) for p in questions.values())
         if (want_full and total != full) or (not want_full and total != 0) or row.problem:
@@ -632,7 +645,7 @@ def write_written(rows: list[Row], opens: dict[str, str], out: Path) -> None:
             lines.append(f"## {row.name}")
             lines.append("")
             if row.written is None:
-                lines.append("（ノートブックとして読めなかった：grades.csv の problem を見る）")
+                lines.append("（採点できなかった提出物：grades.csv の problem を見る）")
             elif label not in row.written:
                 lines.append("（記述のセルが見つからない：消されたか、見出し「記述 " + label + "」が書き換えられた）")
             elif not row.written[label]:
@@ -677,7 +690,8 @@ def write_outputs(rows: list[Row], manifest: dict, out: Path, opens: dict[str, s
         for row in rows:
             written = sum(1 for k in opens if (row.written or {}).get(k))
             w.writerow([row.name, *(f"{row.points.get(k, 0):g}" for k in labels), f"{sum(row.points.values()):g}",
-                        f"{sum(full.values()):g}", f"{written}/{len(opens)}" if opens else "", f"{row.seconds:.1f}",
+                        f"{sum(full.values()):g}", f"{written}/{len(opens)}" if opens and row.written is not None else "",
+                        f"{row.seconds:.1f}",
                         row.problem])
     tmp.replace(csv_path)
     feedback = out / "feedback"
@@ -690,7 +704,7 @@ def write_outputs(rows: list[Row], manifest: dict, out: Path, opens: dict[str, s
         for label in labels:
             lines.append(f"- {label}：{row.points.get(label, 0):g} / {full[label]:g}")
             lines += [f"  - {m}" for m in row.messages.get(label, [])]
-            if label in opens:
+            if label in opens and row.written is not None:  # a file that was not graded: its note says why
                 said = (row.written or {}).get(label)
                 lines.append("  - 記述：提出された。先生が読む（点には入らない）" if said
                              else "  - 記述：書かれていない（「記述」のセルに書く。点には入らないが、先生が読む）")
@@ -717,7 +731,7 @@ def grade(chapter: str, submissions: Path, out: Path, *, fast: bool = True, jobs
     shutil.rmtree(staged, ignore_errors=True)
     staged.mkdir(parents=True)
     files = collect(submissions, staged / "inbox")
-    autograder = build_autograder(chapter, out, fast=fast, log=log)
+    autograder = build_autograder(chapter, out, fast=fast, cell_limit=cell_limit, log=log)
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     rows, todo = [], []
     for name, path in files:
@@ -772,24 +786,26 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--full", action="store_true", help="grade in the chapters' full mode (default: fast mode)")
     g.add_argument("submissions", type=Path, help="a folder or a .zip of the submitted .ipynb files")
     g.add_argument("--jobs", type=int, default=None, help="processes in parallel (default: the machine's cores)")
-    g.add_argument("--cell-limit", type=int, default=CELL_LIMIT, help="seconds one cell may run")
+    for p in (a, g):
+        p.add_argument("--cell-limit", type=int, default=CELL_LIMIT,
+                       help=f"seconds one cell may run (default {CELL_LIMIT}; more with --full, where a BERT chapter's cells take minutes)")
     g.add_argument("--run-limit", type=float, default=None, help="seconds one notebook may run")
     args = ap.parse_args(argv)
     try:
         chapter = chapter_of(args.chapter)
         out = args.out if args.out is not None else ROOT / OUT / chapter
+        if args.cell_limit < 1:
+            raise GradeError(f"--cell-limit must be at least 1 second, not {args.cell_limit}")
         if args.command == "grade":
             if args.jobs is not None and args.jobs < 1:
                 raise GradeError(f"--jobs must be at least 1, not {args.jobs}")
-            if args.cell_limit < 1:
-                raise GradeError(f"--cell-limit must be at least 1 second, not {args.cell_limit}")
             if not args.submissions.exists():
                 raise GradeError(f"SUBMISSIONS={args.submissions} does not exist: give a folder or a .zip of submitted notebooks")
         if importlib.util.find_spec("otter") is None:
             raise GradeError("otter-grader is not installed in this Python: run `make grade` or `make autograder`, "
                              "which set up .venv-grade")
         if args.command == "autograder":
-            build_autograder(chapter, out, fast=not args.full)
+            build_autograder(chapter, out, fast=not args.full, cell_limit=args.cell_limit)
         else:
             grade(chapter, args.submissions, out, fast=not args.full, jobs=args.jobs, cell_limit=args.cell_limit,
                   run_limit=args.run_limit)

@@ -89,7 +89,6 @@ ASKS_FOR_WORDS = re.compile(r"説明せよ|述べよ|示せ|なぜ|理由|考え
 #: exercises that use such a word but whose every answer is a value the check cell checks
 ALL_CHECKED = {
     "ex-10-4": "「混ぜる割合はどう変わるか」: the layer and the difference, both checked, are the answer",
-    "ex-13-1": "「歌の文字数と比べて、1 トークンが平均何文字かも求めよ」: a value",
 }
 
 

@@ -79,14 +79,17 @@ def test_collect_reads_a_folder_or_a_zip_without_leaving_the_inbox(tmp_path):
     assert [_grade._safe(name) for name, _ in got] == ["a.ipynb", "x__a.ipynb"]
     archive = tmp_path / "subs.zip"
     with zipfile.ZipFile(archive, "w") as zf:
-        zf.writestr("../../escape.ipynb", "{}")  # a path out of the inbox: only its name is kept
-        zf.writestr("class/x/a.ipynb", "1")
-        zf.writestr("class/y/a.ipynb", "2")
+        zf.writestr("../../escape.ipynb", "{}")  # a path out of the inbox: it stays in the inbox
+        zf.writestr("alice/10_mixing.ipynb", "1")  # an LMS export that names the student by a folder
+        zf.writestr("bob/10_mixing.ipynb", "2")
+        with pytest.warns(UserWarning, match="Duplicate name"):
+            zf.writestr("bob/10_mixing.ipynb", "3")  # the same path twice
         zf.writestr("__MACOSX/._a.ipynb", "")
-    got = _grade.collect(archive, tmp_path / "inbox")
-    assert sorted(name for name, _ in got) == ["a-1.ipynb", "a.ipynb", "escape.ipynb"]
-    assert all(p.parent == tmp_path / "inbox" and p.name == name for name, p in got)
-    assert (tmp_path / "inbox" / "a.ipynb").read_text() == "1" and (tmp_path / "inbox" / "a-1.ipynb").read_text() == "2"
+    got = dict(_grade.collect(archive, tmp_path / "inbox"))
+    assert sorted(got) == ["alice/10_mixing.ipynb", "bob/10_mixing-1.ipynb", "bob/10_mixing.ipynb", "escape.ipynb"]
+    assert all(p.parent == tmp_path / "inbox" for p in got.values())
+    assert [got[n].read_text() for n in ("alice/10_mixing.ipynb", "bob/10_mixing.ipynb", "bob/10_mixing-1.ipynb")] == ["1", "2", "3"]
+    assert got["alice/10_mixing.ipynb"].name == "alice__10_mixing.ipynb"
     assert not (tmp_path.parent / "escape.ipynb").exists()
     for bad, why in [(tmp_path / "none", "does not exist"), (_write(tmp_path / "f.txt", "x"), "neither a folder nor a zip"),
                      (tmp_path / "inbox2", "holds no file")]:
@@ -100,11 +103,24 @@ def test_the_command_refuses_bad_input_in_one_line_before_any_work(tmp_path):
     for args, why in [(["grade", "99", str(tmp_path)], "no chapter '99'"),
                       (["grade", "0", str(tmp_path / "none")], "does not exist"),
                       (["grade", "0", str(tmp_path), "--jobs", "0"], "--jobs must be at least 1"),
+                      (["autograder", "10", "--cell-limit", "0"], "--cell-limit must be at least 1 second"),
                       (["autograder", "12"], "chapter 12 has 2 notebooks")]:
         p = subprocess.run([sys.executable, "-m", "mixlib._grade", *args, "--out", str(tmp_path / "out")],
                            capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert p.returncode == 2 and p.stderr.count("\n") == 1 and why in p.stderr, p.stderr
         assert not (tmp_path / "out" / "autograder.zip").exists()
+
+
+def test_the_grading_kernels_find_the_models_this_machine_keeps(tmp_path, monkeypatch):
+    """HOME and XDG_CACHE_HOME are the grading's own; a model fetched beforehand (hf download) is still found."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    env = _grade._grading_env(tmp_path / "work", tmp_path / "cache", fast=True)
+    assert env["HOME"] == str(tmp_path / "work") and env["HF_HUB_CACHE"] == constants.HF_HUB_CACHE
+    assert env["HF_HUB_OFFLINE"] == "1" and env["MIXLIB_FAST"] == "1"
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # the lecturer's own setting wins
+    assert _grade._grading_env(tmp_path / "work", tmp_path / "cache", fast=False)["HF_HUB_CACHE"] == str(tmp_path / "hub")
 
 
 @pytest.mark.skipif(__import__("importlib").util.find_spec("otter") is not None, reason="otter is installed here")
@@ -250,15 +266,16 @@ def test_the_written_parts_are_collected_for_the_lecturer_as_written_and_never_s
     path = _grade.write_outputs(rows, manifest, tmp_path, opens)
     with open(path, encoding="utf-8") as f:
         table = {r["submission"]: r for r in csv.DictReader(f)}
-    assert [table[n]["written"] for n in ("a.ipynb", "b.ipynb", "c.txt")] == ["1/2", "1/2", "0/2"]
+    assert [table[n]["written"] for n in ("a.ipynb", "b.ipynb", "c.txt")] == ["1/2", "1/2", ""]  # c.txt: not graded
     text = (tmp_path / "open_answers" / "ex-01-2.md").read_text(encoding="utf-8")
     assert text.index("## 問題") < text.index("## a.ipynb") < text.index("## b.ipynb") < text.index("## c.txt")
     assert "````text\n" + tricky + "\n````" in text  # in a fence longer than the student's own: shown as written
-    assert "（記述のセルが見つからない" in text.split("## b.ipynb")[1] and "読めなかった" in text.split("## c.txt")[1]
+    assert "（記述のセルが見つからない" in text.split("## b.ipynb")[1] and "採点できなかった提出物" in text.split("## c.txt")[1]
     assert "（未記入）" in (tmp_path / "open_answers" / "ex-01-4.md").read_text(encoding="utf-8").split("## a.ipynb")[1]
     feedback = (tmp_path / "feedback" / "a.ipynb.md").read_text(encoding="utf-8")
     assert "記述：提出された。先生が読む（点には入らない）" in feedback and "記述：書かれていない" in feedback
     assert "合計 2 / 3 点" in feedback  # the written parts add no points
+    assert "記述" not in (tmp_path / "feedback" / "c.txt.md").read_text(encoding="utf-8")
 
 
 def test_the_autograder_test_file_is_otters_exception_format():
