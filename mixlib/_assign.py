@@ -64,23 +64,12 @@ WRITTEN_PLACEHOLDER = "（ここに書く）"
 def open_exercises(nb: dict) -> dict[str, str]:
     """The chapter's exercises marked ``:class: open-answer``: label -> the exercise's statement (MyST)."""
     out = {}
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "markdown":
-            continue
-        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        for is_directive, piece in _edition.segments(text):
-            lines = piece.split("\n")
-            m = _edition.DIRECTIVE_OPEN.match(lines[0]) if is_directive else None
-            if not m or m.group("name") != "exercise":
-                continue
-            options, body = {}, lines[1:-1]
-            while body and (o := _edition.OPTION.match(body[0])):
-                options[o.group("key")] = o.group("value").strip()
-                body = body[1:]
-            if OPEN_CLASS in options.get("class", "").split():
+    for text in _edition._markdown_cells(nb):
+        for name, _, options, body in (_edition.parse_directive(p) for is_d, p in _edition.segments(text) if is_d):
+            if name == "exercise" and OPEN_CLASS in options.get("class", "").split():
                 if "label" not in options:
                     raise _edition.EditionError(f"an exercise marked {OPEN_CLASS} without :label:")
-                out[options["label"]] = "\n".join(body).strip()
+                out[options["label"]] = body.strip()
     return out
 
 
@@ -110,17 +99,12 @@ def written_answers(nb: dict) -> dict[str, str]:
 
 
 def _add_written_cells(out: dict, labels: list[str], doc: str) -> None:
-    """Insert each open exercise's written cell after its check cell (after its statement where it has none)."""
+    """Insert each open exercise's written cell right after its self-check cell."""
     for label in labels:
-        def src(c: dict) -> str:
-            return "".join(c["source"]) if isinstance(c["source"], list) else c["source"]
         at = next((i for i, c in enumerate(out["cells"]) if c["cell_type"] == "code"
-                   and (m := CHECK_HEADER.match(src(c))) and m.group(1) == label), None)
+                   and (m := CHECK_HEADER.match(_edition.cell_text(c))) and m.group(1) == label), None)
         if at is None:
-            at = next((i for i, c in enumerate(out["cells"]) if c["cell_type"] == "markdown"
-                       and re.search(rf"^### 演習 {re.escape(label)}\b", src(c), re.M)), None)
-        if at is None:
-            raise _edition.EditionError(f"{doc}: the exercise {label} is not in the edition")
+            raise _edition.EditionError(f"{doc}: the open-answer exercise {label} has no self-check cell to put its 記述 cell under")
         out["cells"].insert(at + 1, written_cell(label))
 
 
@@ -128,13 +112,12 @@ def solutions_and_rest(nb: dict) -> tuple[list[str], str]:
     """The bodies of a chapter's ``{solution}`` blocks, and the chapter's text without them."""
     solutions, rest = [], []
     for cell in nb["cells"]:
-        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        src = _edition.cell_text(cell)
         if cell["cell_type"] != "markdown":
             rest.append(src)
             continue
         for is_directive, piece in _edition.segments(src):
-            m = _edition.DIRECTIVE_OPEN.match(piece.split("\n", 1)[0]) if is_directive else None
-            (solutions if m and m.group("name") == "solution" else rest).append(piece)
+            (solutions if is_directive and _edition.parse_directive(piece)[0] == "solution" else rest).append(piece)
     return solutions, "\n".join(rest)
 
 
@@ -153,13 +136,8 @@ def solution_lines(nb: dict) -> set[str]:
 
 def strip_solutions(markdown: str) -> str:
     """The cell's MyST without its ``{solution}`` directives (an exercise's statement stays)."""
-    kept = []
-    for is_directive, piece in _edition.segments(markdown):
-        m = _edition.DIRECTIVE_OPEN.match(piece.split("\n", 1)[0]) if is_directive else None
-        if m and m.group("name") == "solution":
-            continue
-        kept.append(piece)
-    return "\n".join(kept)
+    return "\n".join(piece for is_directive, piece in _edition.segments(markdown)
+                     if not (is_directive and _edition.parse_directive(piece)[0] == "solution"))
 
 
 def student_notebook(nb: dict, doc: str, book: _edition.Book) -> dict:
@@ -168,12 +146,11 @@ def student_notebook(nb: dict, doc: str, book: _edition.Book) -> dict:
     source = copy.deepcopy(nb)
     for cell in source["cells"]:
         if cell["cell_type"] == "markdown":
-            text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            cell["source"] = strip_solutions(text)
+            cell["source"] = strip_solutions(_edition.cell_text(cell))
     out = _edition.convert_notebook(source, doc, book)
     marker = "> **Colab 版**"
     for cell in out["cells"]:  # the title's cell holds the edition's note (markdown, or a prose cell)
-        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        text = _edition.cell_text(cell)
         if marker in text:
             text = text.replace(marker, f"{STUDENT_NOTE}\n>\n{marker}", 1)
             cell["source"] = _edition._lines(text) if isinstance(cell["source"], list) else text

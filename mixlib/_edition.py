@@ -101,9 +101,13 @@ class Book:
         return STUDENT_EDITION_DIR if self.student else COLAB_EDITION_DIR
 
 
+def cell_text(cell: dict) -> str:
+    """A cell's source as one string (nbformat stores it as a string or a list of lines)."""
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
 def _markdown_cells(nb: dict) -> list[str]:
-    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-            for c in nb["cells"] if c["cell_type"] == "markdown"]
+    return [cell_text(c) for c in nb["cells"] if c["cell_type"] == "markdown"]
 
 
 def _title(markdown: str) -> str:
@@ -297,17 +301,21 @@ def segments(text: str) -> list[tuple[bool, str]]:
     return out
 
 
-def _convert_directive(text: str, doc: str, book: Book) -> str:
+def parse_directive(text: str) -> tuple[str, str, dict[str, str], str]:
+    """A directive piece of :func:`segments` as (name, argument, options, body)."""
     lines = text.split("\n")
     m = DIRECTIVE_OPEN.match(lines[0])
     body = lines[1:-1]
     options = {}
-    while body and OPTION.match(body[0]):
-        o = OPTION.match(body[0])
+    while body and (o := OPTION.match(body[0])):
         options[o.group("key")] = o.group("value").strip()
         body = body[1:]
-    inner = convert_markdown("\n".join(body).strip("\n"), doc, book)
-    return _directive(m.group("name"), m.group("arg").strip(), options, inner, doc)
+    return m.group("name"), m.group("arg").strip(), options, "\n".join(body)
+
+
+def _convert_directive(text: str, doc: str, book: Book) -> str:
+    name, arg, options, body = parse_directive(text)
+    return _directive(name, arg, options, convert_markdown(body.strip("\n"), doc, book), doc)
 
 
 def _wide(ch: str) -> bool:
@@ -496,7 +504,7 @@ def convert_notebook(nb: dict, doc: str, book: Book) -> dict:
     above: set[str] = set()  # the keys the code cells so far can glue
     has_prose = False  # whether a paragraph shows computed values (the note under the title says so only then)
     for index, cell in enumerate(nb["cells"]):
-        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        src = cell_text(cell)
         cid = cell.get("id") or f"cell{index}"
         if cell["cell_type"] == "code":
             above |= keys_of(cell)

@@ -705,8 +705,7 @@ def write_outputs(rows: list[Row], manifest: dict, out: Path, opens: dict[str, s
             lines.append(f"- {label}：{row.points.get(label, 0):g} / {full[label]:g}")
             lines += [f"  - {m}" for m in row.messages.get(label, [])]
             if label in opens and row.written is not None:  # a file that was not graded: its note says why
-                said = (row.written or {}).get(label)
-                lines.append("  - 記述：提出された。先生が読む（点には入らない）" if said
+                lines.append("  - 記述：提出された。先生が読む（点には入らない）" if row.written.get(label)
                              else "  - 記述：書かれていない（「記述」のセルに書く。点には入らないが、先生が読む）")
         (feedback / f"{_safe(row.name)}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     if opens:

@@ -134,6 +134,14 @@ def test_each_open_exercise_has_one_written_cell_right_after_its_check(path, stu
         assert _assign.written_answers(edited)[label] == "向きが逆だから。\n\n$x$ の平均を引くと、共通の成分が消える。"
 
 
+def test_an_open_exercise_without_a_self_check_is_one_line_naming_it():
+    nb = {"cells": [{"cell_type": "markdown", "source": ":::{exercise}\n:label: ex-01-9\n:class: open-answer\nなぜか。\n:::"},
+                    {"cell_type": "code", "source": "# 演習 ex-01-8 の自己チェック\ncheck_answer('ex-01-8', None)"}]}
+    assert _assign.open_exercises(nb) == {"ex-01-9": "なぜか。"}
+    with pytest.raises(_edition.EditionError, match="ex-01-9 has no self-check cell"):
+        _assign._add_written_cells(copy.deepcopy(nb), ["ex-01-9"], "notebooks/01_x")
+
+
 def test_written_answers_reads_a_damaged_notebook_without_failing():
     assert _assign.written_answers({"cells": "x"}) == {}
     assert _assign.written_answers([]) == {}
