@@ -218,6 +218,29 @@ def test_figure_displays_for_jupyter_and_for_the_site(tiny_enc, mixings):
     assert fig.to_dict()["autosize"] == {"type": "pad", "resize": True}
 
 
+def test_figure_rows_join_the_spec_only_when_written_and_the_chart_keeps_them(tiny_enc, mixings):
+    import altair as alt
+
+    fig = interactive.mixing_chart(mixings[0], tiny_enc, examples=1)
+    spec = fig.to_dict()
+    # the charts name the dataset; the rows are at the top, in the spec's JSON
+    assert spec["data"] == {"name": interactive.ROWS} and spec["datasets"][interactive.ROWS]
+    rows = spec["datasets"][interactive.ROWS]
+    assert interactive.chart_datasets(fig) == {interactive.ROWS: rows}
+    # the Altair object a reader asks for carries the same rows: a chart made from it draws the same thing
+    assert interactive.Figure(fig.chart).to_dict() == spec
+    assert fig.chart.to_dict()["datasets"][interactive.ROWS] == rows
+    # numpy numbers become JSON's; what JSON cannot hold is an error at once, not when the page is shown
+    base = alt.Chart(interactive._rows_data()).mark_point().encode(x="a:Q")
+    made = interactive.Figure(base, rows=[{"a": np.int64(3), "b": np.float32(0.5), "c": np.arange(2)}])
+    assert made.to_dict()["datasets"][interactive.ROWS] == [{"a": 3, "b": 0.5, "c": [0, 1]}]
+    assert json.loads(json.dumps(made.to_dict()))["datasets"][interactive.ROWS][0]["a"] == 3
+    with pytest.raises(TypeError, match="a chart's rows hold a set"):
+        interactive.Figure(base, rows=[{"a": {1}}])
+    # no rows: the chart is the one given
+    assert interactive.Figure(base).chart.to_dict()["data"] == {"name": interactive.ROWS}
+
+
 def test_token_axes_fit_the_text_column_for_every_sequence_length():
     for n in (1, 10, 46, 47, 60, 93, 200, 512):
         step = interactive._token_step(n)

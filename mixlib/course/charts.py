@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy.special import softmax
 
-from ..interactive import Figure, _alt, _check_index, _round, _state_line, chart_datasets
+from ..interactive import Figure, _alt, _rows_data, _check_index, _round, _state_line, chart_datasets
 
 __all__ = [
     "neighbour_chart",
@@ -120,10 +120,10 @@ def neighbour_chart(neighbours: Mapping[tuple[str, int, str], Sequence[tuple[str
     if shares is not None:
         lines.append(_state_line(alt.Chart().transform_filter("datum.w == -1 && datum.n == win && datum.t == weighting"),
                                  "'この設定での同じ種類の割合（全内容語の平均）：' + format(datum.share, '.3f')", color="#555555"))
-    return Figure(alt.vconcat(*lines, bars, spacing=4, data=alt.Data(values=rows))
+    return Figure(alt.vconcat(*lines, bars, spacing=4, data=_rows_data())
                   .add_params(*params)
                   .properties(usermeta={"mixbook": {"kind": "neighbour", "words": words, "word_kinds": word_kinds}},
-                              title=alt.Title("近い語（コサイン類似度の大きい順、色は語の種類）")))
+                              title=alt.Title("近い語（コサイン類似度の大きい順、色は語の種類）")), rows=rows)
 
 
 def neighbour_state(chart: Any, *, word: int, window: int, weighting: str) -> dict[str, Any]:
@@ -211,12 +211,12 @@ def bottleneck_chart(accuracy: Any, examples: Mapping[int, tuple[str, str]], *, 
                        f"'長さ ' + length + '：完全一致 ' + format(datum.acc, '.2f') + '、文字ごと ' + format(datum.char, '.2f')"
                        f" + '（c は長さによらず {hidden} 次元）。この例：' + (datum.exact ? '正解' : '不正解')"
                        " + '（正しい文字 ' + datum.right + ' / ' + datum.L + '）'")
-    return Figure(alt.vconcat(line, diagram, plot, spacing=6, data=alt.Data(values=rows))
+    return Figure(alt.vconcat(line, diagram, plot, spacing=6, data=_rows_data())
                   .add_params(param)
                   .properties(usermeta={"mixbook": {"kind": "bottleneck", "hidden": int(hidden)}},
                               title=alt.Title("長さを変えても、デコーダに渡るのは同じ大きさの c だけ",
                                               subtitle="上：一つの例（出力の青は正しい文字、赤は誤り）　下：長さごとの正解率（黒い輪：選んだ長さ"
-                                                       + ("、点線：偶然の値）" if chance is not None else "）"))))
+                                                       + ("、点線：偶然の値）" if chance is not None else "）"))), rows=rows)
 
 
 def bottleneck_state(chart: Any, *, length: int) -> dict[str, Any]:
@@ -294,10 +294,10 @@ def alignment_chart(examples: Mapping[int, Sequence[tuple[str, str, Any]]], *, l
                              " + datum.on + '、一つ右に ' + datum.right")
     verdict = _state_line(alt.Chart().transform_filter(f"datum.kind == 'ex' && {here}"),
                           "'入力 ' + datum.src + ' → 出力 ' + datum.out + '（' + (datum.exact ? '正解' : '誤り') + '）'", color="#555555")
-    return Figure(alt.vconcat(line, verdict, heat, spacing=4, data=alt.Data(values=rows))
+    return Figure(alt.vconcat(line, verdict, heat, spacing=4, data=_rows_data())
                   .add_params(*params)
                   .properties(usermeta={"mixbook": {"kind": "alignment", "n_examples": n_ex}},
-                              title=alt.Title("注意の重み a(t, s)：縦が出力、横が入力（明るいほど大きい）")))
+                              title=alt.Title("注意の重み a(t, s)：縦が出力、横が入力（明るいほど大きい）")), rows=rows)
 
 
 def alignment_state(chart: Any, *, length: int, example: int) -> dict[str, Any]:
@@ -371,10 +371,10 @@ def softmax_scale_chart(scores: Mapping[int, Sequence[float]], *, d_k: int | Non
         lines.append(_state_line(alt.Chart().transform_filter("datum.d == dk && datum.key < 0"),
                                  f"'（{n_mean} 例の平均では ' + format(datum.m0, '.2f') + ' と ' + format(datum.m1, '.2f')"
                                  f" + '。一つの例は平均からずれる）'", color="#555555"))
-    return Figure(alt.vconcat(*lines, alt.hconcat(*panels, spacing=20), spacing=4, data=alt.Data(values=rows))
+    return Figure(alt.vconcat(*lines, alt.hconcat(*panels, spacing=20), spacing=4, data=_rows_data())
                   .add_params(param)
                   .properties(usermeta={"mixbook": {"kind": "softmax_scale", "n_mean": n_mean}},
-                              title=alt.Title("同じクエリとキーの、スケールだけが違う二つの softmax（点線は一様な重み）")))
+                              title=alt.Title("同じクエリとキーの、スケールだけが違う二つの softmax（点線は一様な重み）")), rows=rows)
 
 
 def softmax_scale_state(chart: Any, *, d_k: int) -> dict[str, Any]:
@@ -595,10 +595,10 @@ def errors_chart(generations: Any, *, epoch: int, max_rows: int = 12, max_chars:
                        f" + (datum.wrong > {max_rows} ? '（上から {max_rows} 首を表示）' : datum.wrong == 0 ? '（すべて完全一致）' : '')")
     red = _state_line(pred.transform_filter("!datum.ok").transform_aggregate(k="count()"),
                       "'灰色の行が正解、その下の行が生成。赤（誤り・足りない文字）は ' + datum.k + ' 字'", color="#555555")
-    return Figure(alt.vconcat(head, red, grid, spacing=4, data=alt.Data(values=rows))
+    return Figure(alt.vconcat(head, red, grid, spacing=4, data=_rows_data())
                   .add_params(param)
                   .properties(usermeta={"mixbook": {"kind": "errors", "max_rows": int(max_rows), "max_chars": int(max_chars)}},
-                              title=alt.Title("生成した下の句の誤り（正しい文字は青、誤りは赤）")))
+                              title=alt.Title("生成した下の句の誤り（正しい文字は青、誤りは赤）")), rows=rows)
 
 
 def errors_state(chart: Any, *, epoch: int) -> dict[str, Any]:
