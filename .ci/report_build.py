@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
     print("Notebook execution times (jupyter-cache, full mode):")
     for uri, seconds in times:
         print(f"  {seconds:8.1f} s  {uri}")
-    print(f"  {sum(s for _, s in times):8.1f} s  total; slowest: {times[0][0]} ({times[0][1]:.1f} s)")
+    print(f"  {sum(s for _, s in times):8.1f} s  in all (summed: make book runs two at a time); slowest: {times[0][0]} ({times[0][1]:.1f} s)")
     return 0
 
 
