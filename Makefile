@@ -63,9 +63,11 @@ help:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# --no-compile: Python compiles a module when it is first imported (compiling every installed file ahead of time
+# was about two thirds of an install from pip's cache: 138 -> 51 s for the Python 3.13 set of .ci/test_py313.sh)
 $(STAMP): requirements.txt pyproject.toml | $(PY)
-	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
-	$(PY) -m pip install --disable-pip-version-check -q --no-deps -e .
+	$(PY) -m pip install --disable-pip-version-check -q --no-compile -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check -q --no-compile --no-deps -e .
 	touch $@
 
 env: $(STAMP)
@@ -153,7 +155,7 @@ $(GRADE_STAMP): pyproject.toml $(STAMP)
 	site=$$($(GRADE_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
 	book=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
 	echo "import site; site.addsitedir('$$book')" > "$$site/book-venv.pth"
-	$(GRADE_PY) -m pip install --disable-pip-version-check -q --no-build-isolation -e ".[grade]"
+	$(GRADE_PY) -m pip install --disable-pip-version-check -q --no-compile --no-build-isolation -e ".[grade]"
 	touch $@
 
 grade-env: $(GRADE_STAMP)

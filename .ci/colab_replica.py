@@ -191,8 +191,9 @@ CELL_RUNNER = textwrap.dedent('''
 
 def _pip(python: Path, *args: str) -> None:
     """``pip install -q ARGS`` in the replica; on failure its output (without this machine's notes on
-    missing local index folders) and exit."""
-    proc = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", *args],
+    missing local index folders) and exit. ``--no-compile``: Python compiles what is imported when it is (the
+    replica's packages compiled ahead took most of its set-up)."""
+    proc = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-compile", *args],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if not ln.startswith("WARNING: Location")]
