@@ -29,7 +29,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from site_browser import Traffic, chromium, serve  # noqa: E402
+from site_browser import Traffic, chromium, serve, verdict  # noqa: E402
 
 #: Terms a reader types (the issue's list): each must find every page that holds it.
 EXTRA = ("混ぜる割合", "百人一首", "位置ベクトル", "ちはやふる", "注意機構")
@@ -132,10 +132,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(first {COMPARE_CHARS} characters each)")
         problems += [f"splitters differ on {d}" for d in differ]
         problems += [f"search page: {p}" for p in traffic.problems()]
-    for p in problems:
-        print(f"  FAIL {p}")
-    print(f"search check: {'failed' if problems else 'passed'} in {time.perf_counter() - t0:.0f} s")
-    return 1 if problems else 0
+    return verdict("search check", problems, t0)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from site_browser import Traffic, chromium, serve  # noqa: E402
+from site_browser import Traffic, chromium, serve, verdict  # noqa: E402
 
 PAGES = ("notebooks/10_mixing.html", "book/glossary.html")
 PHONE, DESKTOP = {"width": 390, "height": 844}, {"width": 1280, "height": 900}
@@ -97,10 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {'FAIL' if found else 'ok  '} {rel} at {viewport['width']} px")
                 problems += found
                 page.close()
-    for p in problems:
-        print(f"  FAIL {p}")
-    print(f"contents check: {'failed' if problems else 'passed'} in {time.perf_counter() - t0:.0f} s")
-    return 1 if problems else 0
+    return verdict("contents check", problems, t0)
 
 
 if __name__ == "__main__":

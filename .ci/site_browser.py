@@ -80,3 +80,13 @@ class Traffic:
         if self.outside:
             out.append(f"requests that leave the site: {sorted(set(self.outside))[:3]}")
         return out
+
+
+def verdict(what: str, problems: list[str], started: float) -> int:
+    """Print each problem and one closing line (``<what>: passed in N s``); the exit status of a check."""
+    import time
+
+    for p in problems:
+        print(f"  FAIL {p}")
+    print(f"{what}: {'failed' if problems else 'passed'} in {time.perf_counter() - started:.0f} s")
+    return 1 if problems else 0
