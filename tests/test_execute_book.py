@@ -80,3 +80,8 @@ def test_refuses_a_book_that_does_not_use_the_cache(tmp_path):
         execute_book.main(["--root", str(tmp_path)])
     with pytest.raises(SystemExit):
         execute_book.main(["--root", str(tmp_path), "--jobs", "0"])
+    # a book that runs its notebooks in a temporary folder: this script runs them in their own, so it refuses
+    config = tmp_path / "_config.yml"
+    config.write_text(config.read_text(encoding="utf-8").replace("force", "cache") + "  run_in_temp: true\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match="run_in_temp"):
+        execute_book.main(["--root", str(tmp_path)])
