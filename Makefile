@@ -98,8 +98,10 @@ placeholders:
 # Sphinx's saved environment goes stale when the table of contents changes (a KeyError at the next
 # build): drop it then. Executed notebooks stay cached in .jupyter_cache/. The book's own CSS and JS are
 # here too: with no page out of date Sphinx writes nothing, not even the changed static files.
-# mixlib/_search.py too: the search index is only added to for changed pages, never split again.
-_build/.toc-stamp: _toc.yml _config.yml $(wildcard book/_static/*.css book/_static/*.js) mixlib/_search.py
+# mixlib/_search.py too: the search index is only added to for changed pages, never split again; and
+# mixlib/_figures.py, whose figures are made when a page is read.
+_build/.toc-stamp: _toc.yml _config.yml $(wildcard book/_static/*.css book/_static/*.js book/_templates/*.html) \
+                   mixlib/_search.py mixlib/_figures.py mixlib/_weight.py
 	rm -rf _build/.doctrees
 	@mkdir -p _build && touch $@
 
@@ -249,6 +251,7 @@ site-check: env vendor
 	$(PY) .ci/check_charts.py _build/html --screenshots _build/screenshots || rc=$$?; \
 	$(PY) .ci/check_search.py _build/html || rc=$$?; \
 	$(PY) .ci/check_toc.py _build/html || rc=$$?; \
+	$(PY) .ci/check_reader.py _build/html || rc=$$?; \
 	exit $$rc
 
 clean:

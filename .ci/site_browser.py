@@ -19,14 +19,88 @@ from pathlib import Path
 CHROMIUM = "/usr/bin/chromium"
 
 
+#: What GitHub Pages sends gzip-compressed (text, scripts, data, SVG and the uncompressed font formats); PNG, WOFF
+#: and WOFF2 are compressed already and go as they are.
+GZIP_TYPES = ("text/", "application/javascript", "application/json", "image/svg+xml", "application/xml",
+              "font/ttf", "font/otf", "application/vnd.ms-fontobject", "application/x-font-ttf")
+
+
+@functools.lru_cache(maxsize=512)
+def gzipped(path: str, mtime: float) -> bytes:
+    """``path``'s bytes as gzip sends them (level 6, the usual web server's); cached per file and modification time."""
+    import gzip
+
+    return gzip.compress(Path(path).read_bytes(), compresslevel=6, mtime=0)
+
+
+class Link:
+    """A slow network link shared by every connection: ``rate`` bytes a second and ``latency`` seconds a response.
+
+    Chromium's own throttling (DevTools' ``Network.emulateNetworkConditions``) stalled a page's requests for about
+    78 s now and then (one page in 15–45, in headless Chromium 13x), so the site's server is the slow link instead.
+    """
+
+    def __init__(self, rate: float, latency: float) -> None:
+        self.rate, self.latency = rate, latency
+        self._lock = threading.Lock()
+        self._free_at = 0.0  # when the link has sent everything queued so far
+
+    def send(self, write, data: bytes, chunk: int = 16384) -> None:
+        import time
+
+        time.sleep(self.latency)
+        for i in range(0, len(data), chunk):
+            piece = data[i:i + chunk]
+            with self._lock:  # the pieces of all connections queue on the one link
+                self._free_at = max(self._free_at, time.monotonic()) + len(piece) / self.rate
+                due = self._free_at
+            time.sleep(max(0.0, due - time.monotonic()))
+            write(piece)
+
+
 @contextlib.contextmanager
-def serve(root: Path) -> Iterator[str]:
-    """Serve ``root`` on a free 127.0.0.1 port for the ``with`` block; yields the base URL (no trailing slash)."""
+def serve(root: Path, gzip: bool = False, link: Link | None = None) -> Iterator[str]:
+    """Serve ``root`` on a free 127.0.0.1 port for the ``with`` block; yields the base URL (no trailing slash).
+
+    With ``gzip``, a text file goes gzip-compressed to a browser that accepts it, as GitHub Pages serves the site;
+    with a :class:`Link`, every response goes through it, over kept-alive connections as a real web server's
+    (``.ci/check_reader.py`` measures a page's weight and first paint over a slow network that way).
+    """
     class Quiet(http.server.SimpleHTTPRequestHandler):
+        if link is not None:
+            protocol_version = "HTTP/1.1"  # keep-alive: a page's fifty files over a few connections
+
         def log_message(self, *args):  # noqa: D401 - silence the access log
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+        def copyfile(self, source, outputfile):
+            if link is None:
+                return super().copyfile(source, outputfile)
+            link.send(outputfile.write, source.read())
+
+        def do_GET(self):  # noqa: N802 - the http.server name
+            path = self.translate_path(self.path)
+            ctype = self.guess_type(path)
+            if not (gzip and Path(path).is_file() and "gzip" in self.headers.get("Accept-Encoding", "")
+                    and ctype.startswith(GZIP_TYPES)):
+                return super().do_GET()
+            body = gzipped(path, Path(path).stat().st_mtime)
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if link is None:
+                self.wfile.write(body)
+            else:
+                link.send(self.wfile.write, body)
+
+    class Server(http.server.ThreadingHTTPServer):
+        # a page asks for about fifty files at once; the default backlog is 5
+        request_queue_size = 128
+        daemon_threads = True
+
+    server = Server(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

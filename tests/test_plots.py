@@ -612,3 +612,42 @@ def test_label_points_keeps_close_labels_apart_where_there_is_room():
     pts = ax.transData.transform(xy)
     assert all(abs((b.x0 + b.x1) / 2 - x) < b.width and abs((b.y0 + b.y1) / 2 - y) < 2 * b.height for b, (x, y) in zip(bs, pts))
     plt.close(fig)
+
+
+
+def test_heat_cells_colour_as_background_gradient_with_text_of_wcag_contrast():
+    """heat_cells: pandas' background colours, and text of at least 4.5:1 on each (pandas' own text reached 2.05:1)."""
+    import re
+
+    import numpy as np
+    import pandas as pd
+
+    def lum(hex6):
+        return plots._luminance([c / 255 for c in bytes.fromhex(hex6)])
+
+    def ratio(bg, fg):
+        a, b = sorted((lum(bg), lum(fg)), reverse=True)
+        return (a + 0.05) / (b + 0.05)
+
+    def cells(html):
+        """row -> (background, text) of column 0, from the Styler's CSS (pandas groups equal rules)."""
+        out = {}
+        for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", html.split("</style>")[0]):
+            bg = re.search(r"background-color: #([0-9a-f]{6})", body)
+            fg = re.search(r"(?<!-)color: #([0-9a-f]{6})", body)
+            for row in re.findall(r"_row(\d+)_col0\b", selectors):
+                out[int(row)] = (bg.group(1), fg.group(1) if fg else None)
+        return out
+
+    frame = pd.DataFrame({"x": np.linspace(-20, 20, 201), "label": ["a"] * 201})
+    frame.loc[3, "x"] = np.nan
+    worst_ours, worst_pandas = [], []
+    for cmap in ("RdBu_r", "Blues", "Greens", "RdYlGn", "viridis"):
+        ours = cells(plots.heat_cells(frame.style, cmap, -15, 15).to_html())
+        theirs = cells(frame[["x"]].style.background_gradient(cmap=cmap, vmin=-15, vmax=15).to_html())
+        assert sorted(ours) == [r for r in range(201) if r != 3]  # every number but the NaN; not the label column
+        assert all(theirs[r][0] == bg for r, (bg, _) in ours.items())  # the same colours as pandas
+        worst_ours.append(min(ratio(bg, fg) for bg, fg in ours.values()))
+        worst_pandas.append(min(ratio(bg, fg) for bg, fg in theirs.values()))
+    assert min(worst_ours) >= 4.5
+    assert min(worst_pandas) < 4.5  # what heat_cells is for
