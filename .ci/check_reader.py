@@ -27,7 +27,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from site_browser import Link, Traffic, chromium, serve, verdict  # noqa: E402
+from site_browser import Link, Traffic, chromium, serve, site_argument, verdict  # noqa: E402
 
 PHONE, DESKTOP = {"width": 390, "height": 844}, {"width": 1280, "height": 900}
 #: 10 Mbit/s and 20 ms a response: a slow mobile or shared connection (the server is the slow link: site_browser.Link).
@@ -246,10 +245,7 @@ def check_print(browser, base: str, pages: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("site", type=Path, help="the built site, e.g. _build/html")
-    args = ap.parse_args(argv)
-    site = args.site.resolve()
+    site = site_argument(__doc__, argv)
     pages = sorted(p.relative_to(site).as_posix() for p in (site / "notebooks").glob("*.html"))
     if not pages or not (site / KEYBOARD_PAGE).is_file():
         print(f"no chapter pages in {site}: run `make book` first.", file=sys.stderr)

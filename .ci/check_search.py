@@ -17,7 +17,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import time
@@ -29,7 +28,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from site_browser import Traffic, chromium, serve, verdict  # noqa: E402
+from site_browser import Traffic, chromium, serve, site_argument, verdict  # noqa: E402
 
 #: Terms a reader types (the issue's list): each must find every page that holds it.
 EXTRA = ("混ぜる割合", "百人一首", "位置ベクトル", "ちはやふる", "注意機構")
@@ -75,10 +74,7 @@ FIND = """(term) => {
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("site", type=Path, help="the built site, e.g. _build/html")
-    args = ap.parse_args(argv)
-    site = args.site.resolve()
+    site = site_argument(__doc__, argv)
     if not (site / "search.html").is_file():
         print(f"{site}/search.html does not exist: run `make book` first.", file=sys.stderr)
         return 2

@@ -15,7 +15,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from site_browser import Traffic, chromium, serve, verdict  # noqa: E402
+from site_browser import Traffic, chromium, serve, site_argument, verdict  # noqa: E402
 
 PAGES = ("notebooks/10_mixing.html", "book/glossary.html")
 PHONE, DESKTOP = {"width": 390, "height": 844}, {"width": 1280, "height": 900}
@@ -78,10 +77,7 @@ def check_desktop(page, rel: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("site", type=Path, help="the built site, e.g. _build/html")
-    args = ap.parse_args(argv)
-    site = args.site.resolve()
+    site = site_argument(__doc__, argv)
     missing = [rel for rel in PAGES if not (site / rel).is_file()]
     if missing:
         print(f"{missing} not in {site}: run `make book` first.", file=sys.stderr)

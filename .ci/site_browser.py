@@ -156,6 +156,15 @@ class Traffic:
         return out
 
 
+def site_argument(doc: str, argv: list[str] | None) -> Path:
+    """A site check's one argument, the built site's folder (``_build/html``), resolved; ``doc``: the check's docstring."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("site", type=Path, help="the built site, e.g. _build/html")
+    return ap.parse_args(argv).site.resolve()
+
+
 def verdict(what: str, problems: list[str], started: float) -> int:
     """Print each problem and one closing line (``<what>: passed in N s``); the exit status of a check."""
     import time
