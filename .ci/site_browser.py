@@ -37,7 +37,7 @@ class Link:
     """A slow network link shared by every connection: ``rate`` bytes a second and ``latency`` seconds a response.
 
     Chromium's own throttling (DevTools' ``Network.emulateNetworkConditions``) stalled a page's requests for about
-    78 s now and then (one page in 15–45, in headless Chromium 13x), so the site's server is the slow link instead.
+    78 s now and then (one page in 15–45 in headless Chromium 156), so the site's server is the slow link instead.
     """
 
     def __init__(self, rate: float, latency: float) -> None:

@@ -78,23 +78,26 @@ class FigureTransform(SphinxTransform):
             if cell.get("nb_element") != "cell_code":
                 continue
             bundles = [b for b in cell.findall(nodes.container) if _is_image_bundle(b)]
-            code = cell.next_node(nodes.literal_block)
-            first = code.astext().strip().splitlines()[0][:60] if code is not None and code.astext().strip() else ""
-            where = f"cell {cell.get('cell_index')} of {self.env.docname} ({first!r})"
             try:
                 entries = figure_entries(cell.get("cell_metadata") or {})
             except ValueError as exc:
-                logger.warning(f"{where}: {exc}", location=cell)
+                logger.warning(f"{self._where(cell)}: {exc}", location=cell)
                 continue
             if not bundles and not entries:
                 continue
             if entries is None or len(entries) != len(bundles):
-                named = 0 if entries is None else len(entries)
-                logger.warning(f"{where} shows {len(bundles)} image(s) but its metadata mixbook.figures names "
-                               f"{named}: give each image a caption and alt text (mixlib/_figures.py)", location=cell)
+                logger.warning(f"{self._where(cell)} shows {len(bundles)} image(s) but its metadata mixbook.figures "
+                               f"names {len(entries or [])}: give each image a caption and alt text "
+                               "(mixlib/_figures.py)", location=cell)
                 continue
             for k, (bundle, entry) in enumerate(zip(bundles, entries)):
                 self._wrap(bundle, entry, entry.get("name") or f"fig-{stem}-{cell.get('cell_index')}-{k}")
+
+    def _where(self, cell: nodes.Element) -> str:
+        """The cell for a warning: its index, the chapter and its code's first line."""
+        code = cell.next_node(nodes.literal_block)
+        lines = code.astext().strip().splitlines() if code is not None else []
+        return f"cell {cell.get('cell_index')} of {self.env.docname} ({(lines[0][:60] if lines else '')!r})"
 
     def _wrap(self, bundle: nodes.Element, entry: dict[str, str], name: str) -> None:
         for image in bundle.findall(nodes.image):

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+from ._mystnb import WIDGET_VIEW_MIME
+
 WIDGET_STATE_MIME = "application/vnd.jupyter.widget-state+json"
 
 
@@ -29,7 +30,7 @@ def _is_widget_script(js: Any, manager_paths: set[str]) -> bool:
 
 def drop_unused_widget_manager(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
     """``html-page-context``, after myst-nb's: no widget manager on a page that shows no widget view."""
-    if WIDGET_VIEW_MIME in context.get("body", "") or "script_files" not in context:
+    if WIDGET_VIEW_MIME in context.get("body", ""):
         return
     manager_paths = set(getattr(app.config, "nb_ipywidgets_js", {}) or {})
     scripts = context["script_files"]
